@@ -1,0 +1,103 @@
+"""System checks: a misconfigured ``NITRO_ASSISTANTS`` fails ``manage.py check``, not a worker."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlparse
+
+from django.core.checks import CheckMessage, Error, register
+
+from nitro_assistants.conf import app_settings
+
+
+def _bad_url(url: str) -> bool:
+    parsed = urlparse(url)
+    return parsed.scheme not in ("http", "https") or not parsed.netloc
+
+
+@register()
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    if not app_settings.BASE_URL or _bad_url(app_settings.BASE_URL):
+        errors.append(
+            Error(
+                f"NITRO_ASSISTANTS['BASE_URL'] is not an http(s) URL: {app_settings.BASE_URL!r}.",
+                hint="Set it to the root of the Assistants API, e.g. https://assistants.example.com",
+                id="nitro_assistants.E001",
+            )
+        )
+    definitions = app_settings.DEFINITIONS
+    if not isinstance(definitions, dict) or not definitions:
+        errors.append(
+            Error(
+                "NITRO_ASSISTANTS['DEFINITIONS'] names no assistant.",
+                hint='Add {"<key>": {"api_key": ..., "assistant_id": ...}}.',
+                id="nitro_assistants.E002",
+            )
+        )
+    else:
+        for key, definition in definitions.items():
+            for field in ("api_key", "assistant_id"):
+                if not isinstance(definition, dict) or field not in definition:
+                    errors.append(
+                        Error(
+                            f"Assistant definition {key!r} has no {field!r}.",
+                            hint=f'Add "{field}" to NITRO_ASSISTANTS["DEFINITIONS"][{key!r}] '
+                            '(use "" for a server that needs no key).',
+                            id="nitro_assistants.E003",
+                        )
+                    )
+    if app_settings.AUTH not in ("bearer", "x-api-key"):
+        errors.append(
+            Error(
+                f"NITRO_ASSISTANTS['AUTH'] is {app_settings.AUTH!r}.",
+                hint='Use "bearer" or "x-api-key".',
+                id="nitro_assistants.E004",
+            )
+        )
+    if app_settings.RUN_MODE not in ("wait", "background"):
+        errors.append(
+            Error(
+                f"NITRO_ASSISTANTS['RUN_MODE'] is {app_settings.RUN_MODE!r}.",
+                hint='Use "wait" or "background".',
+                id="nitro_assistants.E005",
+            )
+        )
+    if app_settings.WEBHOOK_URL:
+        if _bad_url(app_settings.WEBHOOK_URL):
+            errors.append(
+                Error(
+                    f"NITRO_ASSISTANTS['WEBHOOK_URL'] is not an http(s) URL: "
+                    f"{app_settings.WEBHOOK_URL!r}.",
+                    hint="Give the absolute URL of the nitro_assistants:webhook view.",
+                    id="nitro_assistants.E006",
+                )
+            )
+        if not app_settings.WEBHOOK_SECRET:
+            errors.append(
+                Error(
+                    "NITRO_ASSISTANTS['WEBHOOK_URL'] is set but 'WEBHOOK_SECRET' is blank.",
+                    hint="Set WEBHOOK_SECRET to a long random string; it signs webhook URLs.",
+                    id="nitro_assistants.E007",
+                )
+            )
+    errors.extend(_check_celery())
+    return errors
+
+
+def _check_celery() -> list[CheckMessage]:
+    from celery import current_app
+
+    # A shared_task with no configured app falls back to Celery's default app, which would send
+    # every task to amqp://localhost: that is a missing app, not a choice.
+    app = current_app._get_current_object()
+    if app.main is None and app.conf.broker_url is None:
+        return [
+            Error(
+                "No Celery app is configured: nitro_assistants tasks would not reach a worker.",
+                hint="Create a Celery app in your project (celery.py) and import it in "
+                "your project's __init__.py, as the Celery Django guide shows.",
+                id="nitro_assistants.E008",
+            )
+        ]
+    return []

@@ -1,0 +1,112 @@
+"""Settings of nitro_assistants: one dict, ``settings.NITRO_ASSISTANTS``, read when used.
+
+Every key is a property of :data:`app_settings`, so ``override_settings`` always applies and nothing
+is read at import time. Defaults live in :attr:`AppSettings.DEFAULTS`, in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AppSettings:
+    DEFAULTS: dict[str, Any] = {
+        "BASE_URL": "",
+        "USER_ID": "default-user",
+        "AUTH": "bearer",
+        "TIMEOUT": 60.0,
+        "DEFINITIONS": {},
+        "DELIVERY_PENDING_AFTER": 300,
+        "RUN_MODE": "wait",
+        "WEBHOOK_SECRET": "",
+        "WEBHOOK_URL": "",
+        "TASK_MAX_RETRIES": 8,
+        "TASK_RETRY_BACKOFF": 2,
+        "TASK_RETRY_BACKOFF_MAX": 300,
+        "SWEEP_BATCH_SIZE": 2000,
+    }
+
+    def _setting(self, name: str) -> Any:
+        from django.conf import settings
+
+        configured = getattr(settings, "NITRO_ASSISTANTS", None) or {}
+        return configured.get(name, self.DEFAULTS[name])
+
+    @property
+    def BASE_URL(self) -> str:
+        """Root URL of the Assistants API, e.g. ``https://assistants.example.com``."""
+        return str(self._setting("BASE_URL") or "").rstrip("/")
+
+    @property
+    def USER_ID(self) -> str:
+        return str(self._setting("USER_ID"))
+
+    @property
+    def AUTH(self) -> str:
+        """``"bearer"`` (``Authorization: Bearer``) or ``"x-api-key"``."""
+        return str(self._setting("AUTH"))
+
+    @property
+    def TIMEOUT(self) -> float:
+        return float(self._setting("TIMEOUT"))
+
+    @property
+    def DEFINITIONS(self) -> dict[str, dict[str, Any]]:
+        """``{key: {"api_key": ..., "assistant_id": ...}}``, one per assistant."""
+        return dict(self._setting("DEFINITIONS") or {})
+
+    @property
+    def DELIVERY_PENDING_AFTER(self) -> int:
+        """Seconds a delivery may stay ``pending`` before ``delivery_pending`` is sent."""
+        return int(self._setting("DELIVERY_PENDING_AFTER"))
+
+    @property
+    def RUN_MODE(self) -> str:
+        """``"wait"``: a worker waits on ``runs/wait``.
+        ``"background"``: create the run and return."""
+        return str(self._setting("RUN_MODE"))
+
+    @property
+    def WEBHOOK_SECRET(self) -> str:
+        """Key that signs webhook URLs given to the server in background mode."""
+        return str(self._setting("WEBHOOK_SECRET") or "")
+
+    @property
+    def WEBHOOK_URL(self) -> str:
+        """Absolute URL of the app's webhook view (``nitro_assistants:webhook``) as the server
+        reaches it, e.g. ``https://review.example.com/nitro/webhook/``.
+        Blank: background runs are polled."""
+        return str(self._setting("WEBHOOK_URL") or "")
+
+    @property
+    def TASK_MAX_RETRIES(self) -> int:
+        return int(self._setting("TASK_MAX_RETRIES"))
+
+    @property
+    def TASK_RETRY_BACKOFF(self) -> int:
+        """First retry delay in seconds; doubles every retry (with jitter), capped by the max."""
+        return int(self._setting("TASK_RETRY_BACKOFF"))
+
+    @property
+    def TASK_RETRY_BACKOFF_MAX(self) -> int:
+        return int(self._setting("TASK_RETRY_BACKOFF_MAX"))
+
+    @property
+    def SWEEP_BATCH_SIZE(self) -> int:
+        return int(self._setting("SWEEP_BATCH_SIZE"))
+
+    def client_config(self) -> dict[str, Any]:
+        """What :class:`nitro_assistants.client.registry.Registry` is built from."""
+        return {
+            "base_url": self.BASE_URL,
+            "user_id": self.USER_ID,
+            "auth": self.AUTH,
+            "timeout": self.TIMEOUT,
+            "definitions": {
+                key: {"api_key": d.get("api_key", ""), "assistant_id": d.get("assistant_id", "")}
+                for key, d in self.DEFINITIONS.items()
+            },
+        }
+
+
+app_settings = AppSettings()

@@ -1,0 +1,10 @@
+"""The local, queryable mirror of remote threads and the audit trail of what the app did."""
+
+from __future__ import annotations
+
+from nitro_assistants.models.deliveries import Delivery
+from nitro_assistants.models.events import Event
+from nitro_assistants.models.reviews import Decision, Review
+from nitro_assistants.models.threads import Run, Thread
+
+__all__ = ["Decision", "Delivery", "Event", "Review", "Run", "Thread"]

@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from nitro_assistants.models.threads import Run, Thread
+
+
+class Review(models.Model):
+    """What a thread is paused on. At most one ``pending`` review per thread."""
+
+    class Kind(models.TextChoices):
+        TOOL_CALLS = "tool_calls", _("tool calls")
+        REPLY = "reply", _("reply")
+        QUESTION = "question", _("question")
+        BLUEPRINT = "blueprint", _("blueprint")
+        PLAN = "plan", _("plan")
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("pending")
+        DECIDED = "decided", _("decided")
+        SUPERSEDED = "superseded", _("superseded")
+        APPLIED = "applied", _("applied")
+        FAILED = "failed", _("failed")
+        # typed interactions (PROTOCOL.md §8)
+        ANSWERED = "answered", _("answered")
+        ACCEPTED = "accepted", _("accepted")
+        REVISION_REQUESTED = "revision_requested", _("revision requested")
+        CANCELLED = "cancelled", _("cancelled")
+        EXECUTING = "executing", _("executing")
+        COMPLETED = "completed", _("completed")
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="reviews")
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="reviews"
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.PENDING)
+    interrupt_ids = models.JSONField(default=list, blank=True)
+    payload = models.JSONField(
+        default=dict, blank=True, help_text=_("tool_calls, the reply draft, or the interaction")
+    )
+    interaction_id = models.CharField(max_length=128, blank=True)
+    revision = models.PositiveIntegerField(default=1)
+    digest = models.CharField(max_length=128, blank=True)
+    origin = models.CharField(max_length=16, blank=True, default="assistant")
+    requested_at = models.DateTimeField(auto_now_add=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("review")
+        verbose_name_plural = _("reviews")
+        ordering = ["requested_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread"],
+                condition=models.Q(status="pending"),
+                name="nitro_assistants_one_pending_review",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["status", "requested_at"], name="nitro_review_queue_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} review #{self.pk} ({self.status})"
+
+    @property
+    def interrupt_id(self) -> str | None:
+        return self.interrupt_ids[0] if self.interrupt_ids else None
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        return list(self.payload.get("tool_calls") or [])
+
+    @property
+    def reply(self) -> dict[str, Any] | None:
+        reply = self.payload.get("reply")
+        return dict(reply) if isinstance(reply, dict) else None
+
+
+class Decision(models.Model):
+    """Who decided a review, what, when and why; what was sent; how it came out."""
+
+    class Outcome(models.TextChoices):
+        PENDING = "pending", _("pending")
+        APPLIED = "applied", _("applied")
+        SUPERSEDED = "superseded", _("superseded")
+        FAILED = "failed", _("failed")
+
+    review = models.OneToOneField(Review, on_delete=models.CASCADE, related_name="decision")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    reviewer_id = models.CharField(max_length=150)
+    interrupt_id = models.CharField(max_length=64, blank=True)
+    reply = models.JSONField(null=True, blank=True)
+    tool_calls = models.JSONField(null=True, blank=True)
+    note = models.TextField(blank=True)
+    decided_at = models.DateTimeField()
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.PENDING)
+    error = models.TextField(blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    run = models.OneToOneField(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="decision"
+    )
+
+    class Meta:
+        verbose_name = _("decision")
+        verbose_name_plural = _("decisions")
+        ordering = ["-decided_at"]
+
+    def __str__(self) -> str:
+        return f"decision on review #{self.review_id} by {self.reviewer_id}"
+
+    @property
+    def actions(self) -> list[str]:
+        if self.reply:
+            return [str(self.reply.get("action"))]
+        return [str(call.get("action")) for call in self.tool_calls or []]

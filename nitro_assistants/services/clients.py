@@ -1,0 +1,23 @@
+"""Where services get their client from: one function, so tests and host apps can swap it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def assistant_for(assistant_key: str) -> Any:
+    """The :class:`~nitro_assistants.client.Assistant` configured under ``assistant_key``."""
+    import nitro_assistants
+
+    return nitro_assistants.assistants()[assistant_key]
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors worth retrying: connection errors, timeouts, 502/503/504."""
+    if getattr(exc, "transient", False):
+        return True
+    try:
+        import requests
+    except ImportError:  # pragma: no cover - requests is a dependency
+        return False
+    return isinstance(exc, requests.ConnectionError | requests.Timeout)

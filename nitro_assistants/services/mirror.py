@@ -1,0 +1,115 @@
+"""Turning what the server answered into local rows. Callers hold the thread's row lock."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+from django.utils import timezone
+
+from nitro_assistants import signals
+from nitro_assistants.models import Review, Run, Thread
+from nitro_assistants.services.audit import record_event, send_on_commit
+from nitro_assistants.services.deliveries import record_deliveries
+
+
+def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str, Any]]) -> Run:
+    """Mirror a finished (or paused) run: the thread snapshot, its review, its deliveries."""
+    now = timezone.now()
+    pending = result.review if result.interrupted else None
+    thread.values = {"messages": messages}
+    thread.status = Thread.Status.INTERRUPTED if result.interrupted else Thread.Status.IDLE
+    thread.synced_at = now
+    thread.save(update_fields=["values", "status", "synced_at", "updated_at"])
+    run.status = Run.Status.INTERRUPTED if result.interrupted else Run.Status.SUCCEEDED
+    run.reply = result.reply or ""
+    run.finished_at = now
+    run.remote_run_id = run.remote_run_id or str(getattr(result, "run_id", None) or "")
+    run.save(update_fields=["status", "reply", "finished_at", "remote_run_id"])
+    record_event(thread, f"run_{run.status}", run=run, reply=run.reply)
+    mirror_pending(thread, run, pending)
+    record_deliveries(thread, messages, run=run)
+    return run
+
+
+def _canonical_digest(content: Any) -> str:
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _interaction(pending: Any) -> dict[str, Any] | None:
+    if isinstance(getattr(pending, "interaction", None), dict):
+        return dict(pending.interaction)
+    for interrupt in getattr(pending, "raw_interrupts", None) or []:
+        value = interrupt.get("value") if isinstance(interrupt, dict) else None
+        if isinstance(value, dict) and value.get("type") == "interaction":
+            return dict(value.get("interaction") or {})
+    return None
+
+
+def _review_fields(thread: Thread, pending: Any) -> dict[str, Any]:
+    interrupt_ids = list(getattr(pending, "interrupt_ids", None) or [])
+    if not interrupt_ids and pending.interrupt_id:
+        interrupt_ids = [pending.interrupt_id]
+    reply = pending.reply
+    if reply is not None and dataclasses.is_dataclass(reply) and not isinstance(reply, type):
+        reply = dataclasses.asdict(reply)
+    elif reply is not None and not isinstance(reply, dict):
+        reply = {
+            k: getattr(reply, k, None)
+            for k in ("content", "allowed_decisions", "description", "interrupt_id", "message_id")
+        }
+    fields: dict[str, Any] = {
+        "kind": pending.kind,
+        "interrupt_ids": interrupt_ids,
+        "payload": {"tool_calls": list(pending.tool_calls or []), "reply": reply},
+    }
+    interaction = _interaction(pending)
+    if interaction is not None:
+        interaction_id = str(interaction.get("interactionId") or "")
+        previous = Review.objects.filter(thread=thread, interaction_id=interaction_id).count()
+        fields.update(
+            kind=interaction.get("kind") or Review.Kind.QUESTION,
+            payload={"interaction": interaction},
+            interaction_id=interaction_id,
+            revision=previous + 1,
+            digest=_canonical_digest(interaction),
+        )
+    return fields
+
+
+def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | None:
+    """Make the local pending review match the server's pause ``pending`` (None: no pause)."""
+    current = thread.reviews.filter(status=Review.Status.PENDING).first()
+    if pending is None:
+        if current is not None:
+            supersede(current, reason="vanished")
+        return None
+    fields = _review_fields(thread, pending)
+    ids = set(fields["interrupt_ids"])
+    # A review already decided but not yet applied still shows on the server: it is the same one.
+    for known in thread.reviews.filter(
+        status__in=[Review.Status.PENDING, Review.Status.DECIDED]
+    ).order_by("-pk"):
+        if set(known.interrupt_ids) == ids:
+            return known
+    if current is not None:
+        supersede(current, reason="replaced")
+    review = Review.objects.create(thread=thread, run=run, **fields)
+    record_event(thread, "review_requested", review=review, run=run, kind=review.kind)
+    send_on_commit(signals.review_requested, Review, review=review, thread=thread, run=run)
+    return review
+
+
+def supersede(review: Review, *, reason: str, actor: Any = None) -> Review:
+    """Close a review the thread has moved past; ``review_superseded`` once."""
+    if review.status not in (Review.Status.PENDING, Review.Status.DECIDED):
+        return review
+    review.status = Review.Status.SUPERSEDED
+    review.closed_at = timezone.now()
+    review.save(update_fields=["status", "closed_at"])
+    record_event(review.thread, "review_superseded", review=review, actor=actor, reason=reason)
+    send_on_commit(signals.review_superseded, Review, review=review, reason=reason)
+    return review

@@ -1,0 +1,292 @@
+"""Reviews: deciding them (the one entry for admin, API and bulk actions) and applying decisions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from nitro_assistants import signals
+from nitro_assistants.exceptions import (
+    NitroAssistantsError,
+    ReviewSupersededError,
+    ThreadResumptionError,
+)
+from nitro_assistants.models import Decision, Review, Run, Thread
+from nitro_assistants.services.audit import record_event, send_on_commit
+from nitro_assistants.services.clients import assistant_for, is_transient
+from nitro_assistants.services.mirror import record_result, supersede
+from nitro_assistants.services.runs import find_remote_run
+
+REPLY_ACTIONS = ("approve", "edit", "reject")
+
+
+class ReviewNotPendingError(ThreadResumptionError):
+    """The review was already decided, superseded or closed: nothing was recorded."""
+
+    def __init__(self, message: str, *, review: Review | None = None):
+        super().__init__(message)
+        self.review = review
+
+
+def supersede_pending_review(thread: Thread, *, reason: str, actor: Any = None) -> Review | None:
+    """Supersede the thread's pending review, if any. The caller holds the thread's lock."""
+    review = (
+        Review.objects.select_for_update()
+        .filter(thread=thread, status=Review.Status.PENDING)
+        .first()
+    )
+    if review is None:
+        return None
+    return supersede(review, reason=reason, actor=actor)
+
+
+def validate_decision(review: Review, decision: Mapping[str, Any]) -> dict[str, Any]:
+    """Check ``decision`` against the review as the client would, before anything is stored.
+
+    ``decision`` is ``{"reply": {"action", "content"?, "message"?}}`` for a reply review or
+    ``{"tool_calls": [{"id", "action", "args"?, "message"?}, ...]}`` (one per held call), plus an
+    optional ``"note"``. Returns the cleaned decision; raises ``ThreadResumptionError``.
+    """
+    reply, tool_calls = decision.get("reply"), decision.get("tool_calls")
+    if review.kind == Review.Kind.REPLY:
+        if not isinstance(reply, Mapping) or tool_calls:
+            raise ThreadResumptionError("A reply review is decided with `reply`, not `tool_calls`.")
+        draft = review.reply or {}
+        allowed = list(draft.get("allowed_decisions") or REPLY_ACTIONS)
+        allowed = [a for a in allowed if a != "respond"]
+        action = reply.get("action")
+        if action not in allowed:
+            raise ThreadResumptionError(
+                f"Invalid review action `{action}` for the reply; allowed: {', '.join(allowed)}"
+            )
+        cleaned: dict[str, Any] = {"action": action}
+        if action == "edit":
+            content = reply.get("content")
+            if not isinstance(content, str) or not content.strip():
+                raise ThreadResumptionError("Editing the reply needs its whole new `content`.")
+            cleaned["content"] = content
+        if action == "reject" and reply.get("message"):
+            cleaned["message"] = str(reply["message"])
+        return {"reply": cleaned, "tool_calls": None}
+    if review.kind != Review.Kind.TOOL_CALLS:
+        raise ThreadResumptionError(
+            f"Deciding a {review.get_kind_display()} review is not supported here."
+        )
+    if not isinstance(tool_calls, list | tuple) or reply:
+        raise ThreadResumptionError(
+            "A tool-call review is decided with `tool_calls`, one per call."
+        )
+    held = {call["id"]: call for call in review.tool_calls}
+    seen: dict[str, dict[str, Any]] = {}
+    for answer in tool_calls:
+        call_id = str(answer.get("id")) if isinstance(answer, Mapping) else ""
+        if call_id not in held:
+            raise ThreadResumptionError(f"Tool call `{call_id}` is not under review here.")
+        if call_id in seen:
+            raise ThreadResumptionError(f"Tool call `{call_id}` is decided twice.")
+        call, action = held[call_id], answer.get("action")
+        allowed = list(call.get("allowed_decisions") or ["approve", "edit", "reject"])
+        if action not in allowed:
+            raise ThreadResumptionError(
+                f"Invalid review action `{action}` for tool call `{call.get('name')}`; "
+                f"allowed: {', '.join(allowed)}"
+            )
+        item: dict[str, Any] = {"id": call_id, "action": action}
+        if action == "edit":
+            if not isinstance(answer.get("args"), Mapping):
+                raise ThreadResumptionError(f"Editing tool call `{call_id}` needs `args`.")
+            item["args"] = dict(answer["args"])
+        if action == "respond":
+            if not isinstance(answer.get("message"), str) or not answer["message"].strip():
+                raise ThreadResumptionError(f"Responding to tool call `{call_id}` needs a message.")
+            item["message"] = answer["message"]
+        if action == "reject" and answer.get("message"):
+            item["message"] = str(answer["message"])
+        seen[call_id] = item
+    missing = [call_id for call_id in held if call_id not in seen]
+    if missing:
+        raise ThreadResumptionError(f"No decision for tool call(s): {', '.join(missing)}")
+    return {"reply": None, "tool_calls": [seen[call_id] for call_id in held]}
+
+
+def _reviewer_id(user: Any) -> str:
+    if user is None or not getattr(user, "pk", None):
+        return "system"
+    return str(user.get_username())
+
+
+def decide(review: Review | int, user: Any, decision: Mapping[str, Any]) -> Decision:
+    """Record a reviewer's decision on a pending review and enqueue its resume after commit.
+
+    Raises ``ReviewNotPendingError`` when someone else decided first (or the review is closed) and
+    ``ThreadResumptionError`` when the decision does not fit the review; nothing is stored then.
+    """
+    from nitro_assistants import tasks
+
+    pk = review.pk if isinstance(review, Review) else review
+    with transaction.atomic():
+        locked = Review.objects.select_for_update().select_related("thread").get(pk=pk)
+        if locked.status != Review.Status.PENDING:
+            raise ReviewNotPendingError(
+                f"Review #{locked.pk} was already {locked.get_status_display()}.", review=locked
+            )
+        cleaned = validate_decision(locked, decision)
+        now = timezone.now()
+        thread = locked.thread
+        run = Run.objects.create(
+            thread=thread,
+            kind=Run.Kind.RESUME,
+            input={"reply": cleaned["reply"], "tool_calls": cleaned["tool_calls"]},
+            requested_by=user if getattr(user, "pk", None) else None,
+        )
+        record = Decision.objects.create(
+            review=locked,
+            decided_by=user if getattr(user, "pk", None) else None,
+            reviewer_id=_reviewer_id(user),
+            interrupt_id=locked.interrupt_id or "",
+            reply=cleaned["reply"],
+            tool_calls=cleaned["tool_calls"],
+            note=str(decision.get("note") or ""),
+            decided_at=now,
+            run=run,
+        )
+        locked.status = Review.Status.DECIDED
+        locked.save(update_fields=["status"])
+        record_event(
+            thread,
+            "review_decided",
+            review=locked,
+            run=run,
+            actor=user,
+            actions=record.actions,
+            note=record.note,
+        )
+        send_on_commit(signals.review_decided, Review, review=locked, decision=record, user=user)
+        decision_pk = record.pk
+        transaction.on_commit(lambda: tasks.resume_thread.delay(decision_pk))
+    return record
+
+
+def _resume_match(decision: Decision) -> dict[str, str]:
+    return {"reviewer_id": decision.reviewer_id, "reviewed_at": decision.decided_at.isoformat()}
+
+
+def execute_resume(decision: Decision | int) -> Decision:
+    """Apply a recorded decision on the server, once.
+
+    The decision row stays locked while the resume runs, so a redelivered task waits and then finds
+    it applied. A task redelivered after a crash finds the remote resume by its metadata
+    (``reviewer_id`` + ``reviewed_at``) instead of sending it again.
+    """
+    pk = decision.pk if isinstance(decision, Decision) else decision
+    with transaction.atomic():
+        record = Decision.objects.select_for_update().select_related("run").get(pk=pk)
+        if record.outcome != Decision.Outcome.PENDING or record.run is None:
+            return record
+        run = Run.objects.select_for_update().get(pk=record.run.pk)
+        run.attempts += 1
+        run.status = Run.Status.RUNNING
+        run.started_at = run.started_at or timezone.now()
+        run.save(update_fields=["attempts", "status", "started_at"])
+
+    with transaction.atomic():
+        record = (
+            Decision.objects.select_for_update()
+            .select_related("run", "review", "review__thread")
+            .get(pk=pk)
+        )
+        if record.outcome != Decision.Outcome.PENDING or record.run is None:
+            return record
+        review, run = record.review, record.run
+        thread = Thread.objects.select_for_update().get(pk=review.thread_id)
+        thread_id = str(thread.thread_id)
+        assistant = assistant_for(thread.assistant_key)
+        try:
+            result = None
+            if run.attempts > 1:
+                remote = find_remote_run(assistant, thread_id, _resume_match(record))
+                if remote is not None:
+                    run.remote_run_id = str(remote.get("run_id") or "")
+                    result = assistant.join_run(thread_id=thread_id, run_id=run.remote_run_id)
+            if result is None:
+                result = assistant.review(
+                    thread_id=thread_id,
+                    reviewer_id=record.reviewer_id,
+                    interrupt_id=record.interrupt_id or None,
+                    reply=record.reply,
+                    tool_calls=record.tool_calls,
+                    reviewed_at=record.decided_at.isoformat(),
+                    context=thread.context or {},
+                )
+            messages = result.messages or assistant.thread_messages(thread_id=thread_id)
+        except ReviewSupersededError as exc:
+            _close(record, run, Decision.Outcome.SUPERSEDED, str(exc))
+            supersede(review, reason="stale")
+            return record
+        except NitroAssistantsError as exc:
+            if is_transient(exc):
+                raise
+            error = str(exc) or exc.__class__.__name__
+            _close(record, run, Decision.Outcome.FAILED, error)
+            _fail_review(review, run, error)
+            return record
+        record.outcome = Decision.Outcome.APPLIED
+        record.applied_at = timezone.now()
+        record.save(update_fields=["outcome", "applied_at"])
+        review.status = Review.Status.APPLIED
+        review.closed_at = record.applied_at
+        review.save(update_fields=["status", "closed_at"])
+        record_event(thread, "review_applied", review=review, run=run)
+        if run.remote_run_id:
+            run.save(update_fields=["remote_run_id"])
+        record_result(thread, run, result, messages)
+    return record
+
+
+def _close(record: Decision, run: Run, outcome: str, error: str) -> None:
+    record.outcome = outcome
+    record.error = error
+    record.save(update_fields=["outcome", "error"])
+    run.status = Run.Status.FAILED
+    run.error = error
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "error", "finished_at"])
+
+
+def _fail_review(review: Review, run: Run, error: str) -> None:
+    review.status = Review.Status.FAILED
+    review.closed_at = timezone.now()
+    review.save(update_fields=["status", "closed_at"])
+    record_event(review.thread, "review_failed", review=review, run=run, error=error)
+    send_on_commit(signals.run_failed, Run, run=run, thread=review.thread, error=error)
+
+
+def close_failed_decision(run: Run, error: str) -> None:
+    """A resume run failed for good (retries exhausted): its decision and review failed with it.
+    Called by ``fail_run`` inside its transaction, which sends ``run_failed``."""
+    record = Decision.objects.select_for_update().filter(run=run).select_related("review").first()
+    if record is None or record.outcome != Decision.Outcome.PENDING:
+        return
+    record.outcome = Decision.Outcome.FAILED
+    record.error = error
+    record.save(update_fields=["outcome", "error"])
+    review = record.review
+    if review.status == Review.Status.DECIDED:
+        review.status = Review.Status.FAILED
+        review.closed_at = timezone.now()
+        review.save(update_fields=["status", "closed_at"])
+
+
+def fail_resume(decision: Decision | int, error: str) -> Decision:
+    """Retries exhausted on a resume: the run, decision and review fail; ``run_failed`` once."""
+    from nitro_assistants.services.runs import fail_run
+
+    pk = decision.pk if isinstance(decision, Decision) else decision
+    record = Decision.objects.select_related("run").get(pk=pk)
+    if record.run is not None:
+        fail_run(record.run, error)
+    record.refresh_from_db()
+    return record

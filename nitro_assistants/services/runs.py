@@ -1,0 +1,214 @@
+"""Runs: asking the assistant for a turn, waiting for it (or not), and mirroring what came back."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from django.core import signing
+from django.db import transaction
+from django.utils import timezone
+
+from nitro_assistants import signals
+from nitro_assistants.conf import app_settings
+from nitro_assistants.exceptions import NitroAssistantsError, RunError
+from nitro_assistants.models import Run, Thread
+from nitro_assistants.services.audit import record_event, send_on_commit
+from nitro_assistants.services.clients import assistant_for, is_transient
+from nitro_assistants.services.mirror import record_result
+
+#: Key of the remote run's metadata that carries the local Run's UUID (the idempotency key).
+RUN_KEY = "nitro_run_id"
+WEBHOOK_SALT = "nitro_assistants.webhook"
+ACTIVE_REMOTE_STATUSES = frozenset({"pending", "running"})
+
+
+def _normalize_messages(messages: Iterable[Any] | str) -> list[dict[str, Any]]:
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    normalized = [
+        dict(m) if isinstance(m, dict) else {"role": "user", "content": str(m)} for m in messages
+    ]
+    if not normalized:
+        raise RunError("A run needs at least one message.")
+    return normalized
+
+
+def start_run(
+    thread: Thread | str,
+    messages: Iterable[Any] | str,
+    context: dict[str, Any] | None = None,
+    user: Any = None,
+) -> Run:
+    """Record a run of ``thread`` (or of a new thread of the assistant key given) and enqueue it
+    after commit. A review pending on the thread is superseded first: the new customer message
+    discards the remote pause too (PROTOCOL.md §4)."""
+    from nitro_assistants import tasks
+    from nitro_assistants.services.reviews import supersede_pending_review
+
+    payload = _normalize_messages(messages)
+    with transaction.atomic():
+        if isinstance(thread, str):
+            assistant_for(thread)  # unknown key: UnknownAssistantError before anything is stored
+            thread = Thread.objects.create(
+                assistant_key=thread,
+                opened_by=user if getattr(user, "pk", None) else None,
+                context=context or {},
+            )
+            record_event(thread, "thread_opened", actor=user, assistant_key=thread.assistant_key)
+        else:
+            thread = Thread.objects.select_for_update().get(pk=thread.pk)
+            if context is not None:
+                thread.context = context
+                thread.save(update_fields=["context", "updated_at"])
+        supersede_pending_review(thread, reason="new_message", actor=user)
+        run = Run.objects.create(
+            thread=thread,
+            kind=Run.Kind.RUN,
+            input={"messages": payload},
+            requested_by=user if getattr(user, "pk", None) else None,
+        )
+        record_event(thread, "run_requested", run=run, actor=user, messages=payload)
+        run_pk = str(run.pk)
+        transaction.on_commit(lambda: tasks.run_thread.delay(run_pk))
+    return run
+
+
+def webhook_url(run: Run) -> str | None:
+    """The signed URL the server POSTs to when a background run ends, or None to poll."""
+    base = app_settings.WEBHOOK_URL
+    if not base:
+        return None
+    token = signing.Signer(key=app_settings.WEBHOOK_SECRET, salt=WEBHOOK_SALT).sign(str(run.pk))
+    return f"{base}{'&' if '?' in base else '?'}token={token}"
+
+
+def run_from_webhook_token(token: str) -> uuid.UUID:
+    """The Run pk a webhook token names; ``signing.BadSignature`` when forged."""
+    value = signing.Signer(key=app_settings.WEBHOOK_SECRET, salt=WEBHOOK_SALT).unsign(token)
+    return uuid.UUID(value)
+
+
+def find_remote_run(assistant: Any, thread_id: str, match: dict[str, str]) -> dict[str, Any] | None:
+    """The server's run whose metadata carries every ``match`` item, if any."""
+    for remote in assistant.list_runs(thread_id=thread_id):
+        sources = [remote.get("metadata") or {}]
+        config = (remote.get("kwargs") or {}).get("config") or {}
+        sources.append(config.get("metadata") or {})
+        for metadata in sources:
+            if all(str(metadata.get(k)) == v for k, v in match.items()):
+                return dict(remote)
+    return None
+
+
+def execute_run(run: Run | uuid.UUID | str) -> Run:
+    """Create the remote run (once: a retry finds it by its metadata), then wait for it in "wait"
+    mode, or return at once in "background" mode (the webhook or the poll collects it)."""
+    from nitro_assistants import tasks
+
+    pk = run.pk if isinstance(run, Run) else run
+    with transaction.atomic():
+        run = Run.objects.select_for_update().select_related("thread").get(pk=pk)
+        if run.finished:
+            return run
+        first = run.attempts == 0
+        run.attempts += 1
+        run.status = Run.Status.RUNNING
+        run.started_at = run.started_at or timezone.now()
+        run.save(update_fields=["attempts", "status", "started_at"])
+        if first:
+            record_event(run.thread, "run_started", run=run)
+
+    thread = run.thread
+    assistant = assistant_for(thread.assistant_key)
+    background = app_settings.RUN_MODE == "background"
+    try:
+        with transaction.atomic():
+            # Held while the run is created, so two deliveries of this task never both create it.
+            run = Run.objects.select_for_update().select_related("thread").get(pk=pk)
+            if run.finished:
+                return run
+            if not run.remote_run_id:
+                remote = None
+                if run.attempts > 1:
+                    remote = find_remote_run(assistant, str(thread.thread_id), {RUN_KEY: str(pk)})
+                if remote is None:
+                    known = thread.runs.exclude(pk=run.pk).exclude(remote_run_id="").exists()
+                    remote = assistant.start_run(
+                        thread_id=str(thread.thread_id),
+                        messages=run.input.get("messages") or [],
+                        context=thread.context or {},
+                        metadata={RUN_KEY: str(pk)},
+                        webhook=webhook_url(run) if background else None,
+                        known_thread=known,
+                    )
+                run.remote_run_id = str(remote["run_id"])
+                run.save(update_fields=["remote_run_id"])
+                Thread.objects.filter(pk=thread.pk).update(status=Thread.Status.BUSY)
+    except NitroAssistantsError as exc:
+        if is_transient(exc):
+            raise
+        return fail_run(run, _error_text(exc))
+
+    if background:
+        if not app_settings.WEBHOOK_URL:
+            run_pk = str(run.pk)
+            transaction.on_commit(lambda: tasks.collect_run.apply_async((run_pk,), countdown=1))
+        return run
+    return collect_run(run, wait=True)
+
+
+def collect_run(run: Run | uuid.UUID | str, *, wait: bool = True) -> Run:
+    """Read the outcome of a created remote run and mirror it. With ``wait=False`` a run still
+    going on the server is left alone (the caller polls again later)."""
+    pk = run.pk if isinstance(run, Run) else run
+    run = Run.objects.select_related("thread").get(pk=pk)
+    if run.finished or not run.remote_run_id:
+        return run
+    thread_id = str(run.thread.thread_id)
+    assistant = assistant_for(run.thread.assistant_key)
+    try:
+        if not wait:
+            remote = find_remote_run(assistant, thread_id, {RUN_KEY: str(run.pk)})
+            if remote is not None and remote.get("status") in ACTIVE_REMOTE_STATUSES:
+                return run
+        result = assistant.join_run(thread_id=thread_id, run_id=run.remote_run_id)
+        messages = result.messages or assistant.thread_messages(thread_id=thread_id)
+    except NitroAssistantsError as exc:
+        if is_transient(exc):
+            raise
+        return fail_run(run, _error_text(exc))
+    with transaction.atomic():
+        run = Run.objects.select_for_update().select_related("thread").get(pk=pk)
+        if run.finished:  # the webhook and the poll both arrived: mirror once
+            return run
+        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+        record_result(thread, run, result, messages)
+    return run
+
+
+def fail_run(run: Run | uuid.UUID | str, error: str) -> Run:
+    """Mark a run failed for good and send ``run_failed`` (once)."""
+    pk = run.pk if isinstance(run, Run) else run
+    with transaction.atomic():
+        run = Run.objects.select_for_update().select_related("thread").get(pk=pk)
+        if run.finished:
+            return run
+        run.status = Run.Status.FAILED
+        run.error = error
+        run.finished_at = timezone.now()
+        run.save(update_fields=["status", "error", "finished_at"])
+        thread = run.thread
+        Thread.objects.filter(pk=thread.pk).update(status=Thread.Status.ERROR)
+        record_event(thread, "run_failed", run=run, error=error)
+        if run.kind == Run.Kind.RESUME:
+            from nitro_assistants.services.reviews import close_failed_decision
+
+            close_failed_decision(run, error)
+        send_on_commit(signals.run_failed, Run, run=run, thread=thread, error=error)
+    return run
+
+
+def _error_text(exc: BaseException) -> str:
+    return str(exc) or exc.__class__.__name__

@@ -1,0 +1,36 @@
+"""Signals nitro_assistants sends. A public contract: each is sent once per event, after the
+transaction that recorded it commits, with ``sender`` set to the model class named below.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+#: A thread paused for review: its run stopped on tool calls, a reply draft or an interaction.
+#: sender: Review. provides args: review (Review), thread (Thread), run (Run | None)
+review_requested = Signal()
+
+#: A reviewer decided; the decision is stored and its resume enqueued (not yet applied).
+#: sender: Review. provides args: review (Review), decision (Decision), user (User | None)
+review_decided = Signal()
+
+#: A pending or decided review can no longer be applied: a new customer message replaced it, or the
+#: thread moved on elsewhere. sender: Review. provides args: review (Review), reason (str)
+review_superseded = Signal()
+
+#: A run or resume failed for good (graph error, refused request, retries exhausted).
+#: sender: Run. provides args: run (Run), thread (Thread), error (str)
+run_failed = Signal()
+
+#: A reply was delivered by the assistant's delivery tool.
+#: sender: Delivery. provides args: delivery (Delivery), thread (Thread)
+delivery_delivered = Signal()
+
+#: A reply's delivery failed after the platform's retries.
+#: sender: Delivery. provides args: delivery (Delivery), thread (Thread), error (str)
+delivery_failed = Signal()
+
+#: A reply is still ``pending`` delivery ``DELIVERY_PENDING_AFTER`` seconds after it was first seen.
+#: sender: Delivery. provides args: delivery (Delivery), thread (Thread),
+#: pending_for (float, seconds)
+delivery_pending = Signal()

@@ -1,0 +1,96 @@
+"""Celery tasks: thin. Primary keys in, a small JSON value out; the services do the work and check
+state first, so every task is safe to run twice. Transient errors (connection errors, timeouts,
+502/503/504) are retried with exponential backoff and jitter; anything else is recorded by the
+service as a failure and not retried.
+
+Beat schedule for the delivery sweep (in the host project's Celery config)::
+
+    app.conf.beat_schedule = {
+        "nitro-assistants-sweep-deliveries": {
+            "task": "nitro_assistants.sweep_deliveries",
+            "schedule": 60.0,
+        },
+    }
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any, cast
+
+from celery import Task, shared_task
+
+from nitro_assistants import services
+from nitro_assistants.conf import app_settings
+from nitro_assistants.services.clients import is_transient
+
+
+def task(name: str, **options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """``shared_task`` with the options every task here shares (Celery ships no type hints)."""
+    return cast(
+        Callable[[Callable[..., Any]], Any],
+        shared_task(name=name, acks_late=True, **options),
+    )
+
+
+def backoff(retries: int) -> float:
+    """Seconds before retry number ``retries + 1``: exponential, capped, with "equal" jitter."""
+    ceiling = min(app_settings.TASK_RETRY_BACKOFF_MAX, app_settings.TASK_RETRY_BACKOFF * 2**retries)
+    return float(ceiling / 2 + random.uniform(0, ceiling / 2))
+
+
+def _retry_or_give_up(task: Task, exc: Exception, give_up: Any) -> Any:
+    if not is_transient(exc):
+        raise exc
+    if task.request.retries >= app_settings.TASK_MAX_RETRIES:
+        return give_up(str(exc) or exc.__class__.__name__)
+    raise task.retry(exc=exc, countdown=backoff(task.request.retries))
+
+
+@task("nitro_assistants.run_thread", bind=True, max_retries=None)
+def run_thread(self: Task, run_pk: str) -> str:
+    try:
+        run = services.execute_run(run_pk)
+    except Exception as exc:
+        run = _retry_or_give_up(self, exc, lambda error: services.fail_run(run_pk, error))
+    return str(run.status)
+
+
+@task("nitro_assistants.collect_run", bind=True, max_retries=None)
+def collect_run(self: Task, run_pk: str, wait: bool = False) -> str:
+    """Background mode: read a finished remote run (from the webhook), or poll until it is."""
+    try:
+        run = services.collect_run(run_pk, wait=wait)
+    except Exception as exc:
+        run = _retry_or_give_up(self, exc, lambda error: services.fail_run(run_pk, error))
+    if not run.finished and not wait:
+        raise self.retry(countdown=min(2 + self.request.retries, 30), max_retries=None)
+    return str(run.status)
+
+
+@task("nitro_assistants.resume_thread", bind=True, max_retries=None)
+def resume_thread(self: Task, decision_pk: int) -> str:
+    try:
+        decision = services.execute_resume(decision_pk)
+    except Exception as exc:
+        decision = _retry_or_give_up(
+            self, exc, lambda error: services.fail_resume(decision_pk, error)
+        )
+    return str(decision.outcome)
+
+
+@task("nitro_assistants.sync_thread", bind=True, max_retries=None)
+def sync_thread(self: Task, thread_pk: int) -> str:
+    try:
+        thread = services.sync_thread(thread_pk)
+    except Exception as exc:
+        if not is_transient(exc) or self.request.retries >= app_settings.TASK_MAX_RETRIES:
+            raise
+        raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
+    return str(thread.status)
+
+
+@task("nitro_assistants.sweep_deliveries")
+def sweep_deliveries() -> dict[str, int]:
+    return services.sweep_deliveries()

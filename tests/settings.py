@@ -1,0 +1,87 @@
+"""Settings for the test suite: real PostgreSQL and a real Redis broker."""
+
+from __future__ import annotations
+
+import os
+
+SECRET_KEY = "tests-only-not-secret"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ALLOWED_HOSTS = ["*"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "nitro_assistants",
+]
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+ROOT_URLCONF = "tests.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": os.environ.get("NITRO_TEST_DB_NAME", "nitro_assistants"),
+        "USER": os.environ.get("NITRO_TEST_DB_USER", "postgres"),
+        "PASSWORD": os.environ.get("NITRO_TEST_DB_PASSWORD", ""),
+        "HOST": os.environ.get("NITRO_TEST_DB_HOST", "127.0.0.1"),
+        "PORT": os.environ.get("NITRO_TEST_DB_PORT", "5432"),
+    }
+}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+STATIC_URL = "/static/"
+
+CELERY_BROKER_URL = os.environ.get("NITRO_TEST_BROKER_URL", "redis://127.0.0.1:6379/9")
+CELERY_TASK_ALWAYS_EAGER = False
+
+NITRO_ASSISTANTS = {
+    "BASE_URL": os.environ.get("NITRO_TEST_ASSISTANTS_URL", "http://127.0.0.1:2024"),
+    "USER_ID": "tests",
+    "AUTH": "bearer",
+    "TIMEOUT": 30,
+    "DEFINITIONS": {
+        "walkthrough": {"api_key": "", "assistant_id": "walkthrough"},
+        "tools": {"api_key": "", "assistant_id": "tools"},
+        "per_call": {"api_key": "", "assistant_id": "per_call"},
+        "plain": {"api_key": "", "assistant_id": "plain"},
+    },
+    "DELIVERY_PENDING_AFTER": 300,
+    "RUN_MODE": os.environ.get("NITRO_TEST_RUN_MODE", "wait"),
+    "WEBHOOK_SECRET": "tests-webhook-secret",
+    "WEBHOOK_URL": os.environ.get("NITRO_TEST_WEBHOOK_URL", ""),
+    "TASK_RETRY_BACKOFF": 1,
+    "TASK_RETRY_BACKOFF_MAX": 4,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"nitro_assistants": {"handlers": ["console"], "level": "WARNING"}},
+}
