@@ -1,0 +1,603 @@
+"""``Assistants``: the Python port of the Nitro Intelligence Assistants client (Ruby 4.1)."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import requests
+
+from nitro_assistants.client.http import (
+    TRANSIENT_STATUSES,
+    Timeout,
+    Transport,
+    TransportError,
+    detail_of,
+)
+from nitro_assistants.client.results import (
+    PendingReview,
+    ReviewShapeError,
+    RunResult,
+    pending_review,
+)
+from nitro_assistants.client.review import build_resume
+from nitro_assistants.client.sse import ServerSentEvent, parse_sse
+from nitro_assistants.exceptions import (
+    ConfigurationError,
+    NitroAssistantsError,
+    ReviewSupersededError,
+    RunError,
+    ThreadInitializationError,
+    ThreadResumptionError,
+    ThreadStateError,
+)
+
+DEFAULT_USER_ID = "default-user"
+
+
+def _error(
+    cls: type[NitroAssistantsError], message: str, response: requests.Response | None = None
+) -> NitroAssistantsError:
+    status = response.status_code if response is not None else None
+    transient = status is None or status in TRANSIENT_STATUSES
+    return cls(message, transient=transient, status_code=status)
+
+
+def _check_uuid(thread_id: str, error: type[NitroAssistantsError]) -> str:
+    try:
+        return str(uuid.UUID(str(thread_id)))
+    except ValueError:
+        raise error(f"thread_id must be a UUID; got {thread_id!r}") from None
+
+
+def _run_failure(body: Mapping[str, Any]) -> str | None:
+    """``"<error>: <message>"`` for a run that failed inside the graph (answered with a 200)."""
+    failure = body.get("__error__")
+    if failure is None:
+        return None
+    if not isinstance(failure, Mapping):
+        return str(failure)
+    parts = [str(failure[key]) for key in ("error", "message") if failure.get(key)]
+    return ": ".join(parts) or "the run failed"
+
+
+def _run_id(response: requests.Response) -> str | None:
+    location = response.headers.get("Content-Location", "")
+    return location.rstrip("/").rsplit("/", 1)[-1] if "/runs/" in location else None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class Assistants:
+    """A client for one Assistants server (LangGraph Agent Server API).
+
+    ``run`` a turn, read what a thread is paused on with ``under_review``, answer it with
+    ``review``. Validation errors are raised before any request is sent.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        user_id: str = DEFAULT_USER_ID,
+        auth: str = "bearer",
+        timeout: Timeout = (5.0, 300.0),
+        *,
+        retries: int = 3,
+        backoff: float = 0.25,
+        seed_as_node: str | None = "model",
+        session: requests.Session | None = None,
+    ) -> None:
+        if not isinstance(api_key, str) or not api_key.strip():
+            raise ConfigurationError("api_key must not be blank")
+        if not isinstance(user_id, str) or not user_id.strip():
+            raise ConfigurationError("user_id must not be blank")
+        self.user_id = user_id
+        self.seed_as_node = seed_as_node
+        self.transport = Transport(
+            base_url,
+            api_key,
+            auth=auth,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            session=session,
+        )
+        self._graph_ids: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"<Assistants {self.transport.base_url} user_id={self.user_id!r}>"
+
+    @property
+    def base_url(self) -> str:
+        return self.transport.base_url
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def run(
+        self,
+        thread_id: str,
+        assistant_id: str,
+        messages: list[dict[str, Any]],
+        context: dict[str, Any] | None = None,
+        known_thread: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> RunResult:
+        """Run the last of ``messages`` on the thread and wait for it to end or pause.
+
+        On a thread this client has not seen (``known_thread=False``) the earlier messages seed
+        it once, when it is created; a thread that exists already keeps the history it has.
+        """
+        if not messages:
+            raise RunError("run needs at least one message")
+        thread_id = _check_uuid(thread_id, RunError)
+        body = self._run_body(assistant_id, messages[-1], context, metadata)
+        if not known_thread:
+            if len(messages) > 1:
+                self._ensure_thread(thread_id, assistant_id, messages[:-1])
+            else:
+                body["if_not_exists"] = "create"
+        try:
+            response = self.transport.request(
+                "POST", f"/threads/{thread_id}/runs/wait", json=body, idempotent=False
+            )
+        except TransportError as exc:
+            raise RunError(str(exc), transient=True) from None
+        return self._result_of(response, thread_id, RunError)
+
+    def _run_body(
+        self,
+        assistant_id: str,
+        message: dict[str, Any] | None,
+        context: dict[str, Any] | None,
+        metadata: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        run_metadata = {"user_id": self.user_id, **(metadata or {})}
+        return {
+            "assistant_id": assistant_id,
+            "input": {"messages": [message]} if message is not None else None,
+            "context": context or {},
+            "metadata": run_metadata,
+            "config": {"metadata": run_metadata},
+        }
+
+    def _result_of(
+        self,
+        response: requests.Response,
+        thread_id: str,
+        error: type[NitroAssistantsError],
+    ) -> RunResult:
+        if not response.ok:
+            raise _error(error, detail_of(response), response)
+        try:
+            body = response.json()
+        except ValueError:
+            raise _error(
+                error,
+                f"the server answered with a non-JSON body: {response.text[:200]!r}",
+                response,
+            ) from None
+        if not isinstance(body, dict):
+            raise _error(
+                error, f"the server answered with {type(body).__name__}, not an object", response
+            )
+        if (failure := _run_failure(body)) is not None:
+            raise error(failure, status_code=response.status_code)
+        return self._build(body, thread_id, error, run_id=_run_id(response))
+
+    def _build(
+        self,
+        values: dict[str, Any],
+        thread_id: str,
+        error: type[NitroAssistantsError],
+        *,
+        interrupts: list[dict[str, Any]] | None = None,
+        run_id: str | None = None,
+    ) -> RunResult:
+        messages = values.get("messages")
+        pending = interrupts if interrupts is not None else values.get("__interrupt__")
+        if pending and not isinstance(messages, list):
+            # A per-call pause answers with its interrupts only: the messages are in the state.
+            messages = self.thread_messages(thread_id)
+        try:
+            return RunResult.build(
+                values, interrupts=pending or [], messages=messages or [], run_id=run_id
+            )
+        except ReviewShapeError as exc:
+            raise error(f"Thread {thread_id} is paused on something unreadable: {exc}") from None
+
+    def start_run(
+        self,
+        thread_id: str,
+        assistant_id: str,
+        messages: list[dict[str, Any]] | None = None,
+        context: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+        webhook: str | None = None,
+        command: dict[str, Any] | None = None,
+        known_thread: bool = False,
+    ) -> dict[str, Any]:
+        """Create a background run (``POST /threads/{id}/runs``) and return the run object.
+
+        Collect the outcome with :meth:`join_run`, a ``webhook``, or by reading the thread.
+        """
+        if not messages and command is None:
+            raise RunError("start_run needs messages or a command")
+        thread_id = _check_uuid(thread_id, RunError)
+        body = self._run_body(assistant_id, messages[-1] if messages else None, context, metadata)
+        if command is not None:
+            body["command"] = command
+            body["multitask_strategy"] = "reject"
+        if webhook:
+            body["webhook"] = webhook
+        if messages and not known_thread:
+            if len(messages) > 1:
+                self._ensure_thread(thread_id, assistant_id, messages[:-1])
+            else:
+                body["if_not_exists"] = "create"
+        try:
+            response = self.transport.request(
+                "POST", f"/threads/{thread_id}/runs", json=body, idempotent=False
+            )
+        except TransportError as exc:
+            raise RunError(str(exc), transient=True) from None
+        if not response.ok:
+            raise _error(RunError, detail_of(response), response)
+        run: dict[str, Any] = response.json()
+        return run
+
+    def join_run(self, thread_id: str, run_id: str) -> RunResult:
+        """Wait for a background run and read its result (safe to repeat)."""
+        thread_id = _check_uuid(thread_id, RunError)
+        try:
+            response = self.transport.request("GET", f"/threads/{thread_id}/runs/{run_id}/join")
+        except TransportError as exc:
+            raise RunError(str(exc), transient=True) from None
+        result = self._result_of(response, thread_id, RunError)
+        if result.interrupted or "__interrupt__" in result.raw:
+            return result
+        # A joined run reports its values without the pause: read the thread to see one.
+        state = self.thread_state(thread_id)
+        interrupts = state.get("interrupts") or []
+        if interrupts:
+            return self._build(
+                state.get("values") or {}, thread_id, RunError, interrupts=interrupts, run_id=run_id
+            )
+        return result
+
+    def get_run(self, thread_id: str, run_id: str) -> dict[str, Any]:
+        """The run object (``status``: pending, running, success, error, interrupted, …)."""
+        response = self._get(f"/threads/{_check_uuid(thread_id, RunError)}/runs/{run_id}", RunError)
+        run: dict[str, Any] = response.json()
+        return run
+
+    def list_runs(self, thread_id: str, limit: int = 20) -> list[dict[str, Any]]:
+        """The thread's runs, newest first, each with the ``metadata`` it was created with."""
+        thread_id = _check_uuid(thread_id, RunError)
+        response = self._get(f"/threads/{thread_id}/runs", RunError, params={"limit": limit})
+        runs: list[dict[str, Any]] = response.json()
+        return runs
+
+    def stream(
+        self,
+        thread_id: str,
+        assistant_id: str,
+        messages: list[dict[str, Any]] | None = None,
+        context: dict[str, Any] | None = None,
+        stream_mode: str | Iterable[str] = ("values",),
+        command: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Iterator[ServerSentEvent]:
+        """Start a run and yield its server-sent events (``POST /threads/{id}/runs/stream``)."""
+        if not messages and command is None:
+            raise RunError("stream needs messages or a command")
+        thread_id = _check_uuid(thread_id, RunError)
+        body = self._run_body(assistant_id, messages[-1] if messages else None, context, metadata)
+        body["stream_mode"] = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+        if command is not None:
+            body["command"] = command
+        else:
+            body["if_not_exists"] = "create"
+        return self._stream(thread_id, body, RunError)
+
+    def _stream(
+        self, thread_id: str, body: dict[str, Any], error: type[NitroAssistantsError]
+    ) -> Iterator[ServerSentEvent]:
+        try:
+            response = self.transport.request(
+                "POST",
+                f"/threads/{thread_id}/runs/stream",
+                json=body,
+                idempotent=False,
+                stream=True,
+            )
+        except TransportError as exc:
+            raise error(str(exc), transient=True) from None
+        if not response.ok:
+            raise _error(error, detail_of(response), response)
+
+        def events() -> Iterator[ServerSentEvent]:
+            with response:
+                try:
+                    yield from parse_sse(response.iter_content(chunk_size=None))
+                except requests.RequestException as exc:
+                    raise error(
+                        f"the event stream broke off: {type(exc).__name__}", transient=True
+                    ) from None
+
+        return events()
+
+    # -- thread reads -------------------------------------------------------------------------
+
+    def _get(
+        self, path: str, error: type[NitroAssistantsError], params: dict[str, Any] | None = None
+    ) -> requests.Response:
+        try:
+            response = self.transport.request("GET", path, params=params)
+        except TransportError as exc:
+            raise error(str(exc), transient=True) from None
+        if not response.ok:
+            raise _error(error, detail_of(response), response)
+        return response
+
+    def thread_state(self, thread_id: str) -> dict[str, Any]:
+        """The thread's state exactly as the server reports it."""
+        return self._state(thread_id, ThreadStateError)
+
+    def _state(self, thread_id: str, error: type[NitroAssistantsError]) -> dict[str, Any]:
+        thread_id = _check_uuid(thread_id, error)
+        response = self._get(f"/threads/{thread_id}/state", error)
+        try:
+            state = response.json()
+        except ValueError:
+            raise _error(error, "the thread state is not JSON", response) from None
+        if not isinstance(state, dict):
+            raise _error(error, "the thread state is not an object", response)
+        return state
+
+    def thread_messages(self, thread_id: str) -> list[dict[str, Any]]:
+        """The thread's messages, oldest first, exactly as the server reports them."""
+        values = self.thread_state(thread_id).get("values") or {}
+        messages = values.get("messages") if isinstance(values, dict) else None
+        return list(messages or [])
+
+    def under_review(self, thread_id: str) -> PendingReview | None:
+        """What the thread is paused on, read from its state (never from ``status`` alone)."""
+        return self._pending(self.thread_state(thread_id), thread_id, ThreadStateError)
+
+    @staticmethod
+    def _pending(
+        state: dict[str, Any], thread_id: str, error: type[NitroAssistantsError]
+    ) -> PendingReview | None:
+        interrupts = state.get("interrupts")
+        if not isinstance(interrupts, list):
+            interrupts = [
+                i for task in state.get("tasks") or [] for i in task.get("interrupts") or []
+            ]
+        values = state.get("values") or {}
+        messages = values.get("messages") if isinstance(values, dict) else None
+        try:
+            return pending_review(interrupts, list(messages or []))
+        except ReviewShapeError as exc:
+            raise error(f"Thread {thread_id} is paused on something unreadable: {exc}") from None
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread (a missing thread is not an error)."""
+        thread_id = _check_uuid(thread_id, ThreadStateError)
+        try:
+            response = self.transport.request("DELETE", f"/threads/{thread_id}")
+        except TransportError as exc:
+            raise ThreadStateError(str(exc), transient=True) from None
+        if not response.ok and response.status_code != 404:
+            raise _error(ThreadStateError, detail_of(response), response)
+
+    # -- thread initialization ----------------------------------------------------------------
+
+    def graph_id(self, assistant_id: str) -> str:
+        """The graph an assistant runs (``GET /assistants/{id}``), looked up once per client.
+
+        A graph id given as the assistant (``"agent"``: the server runs it, but cannot look it
+        up as an assistant) is its own graph.
+        """
+        if assistant_id in self._graph_ids:
+            return self._graph_ids[assistant_id]
+        try:
+            uuid.UUID(assistant_id)
+        except ValueError:
+            self._graph_ids[assistant_id] = assistant_id
+            return assistant_id
+        try:
+            response = self.transport.request("GET", f"/assistants/{assistant_id}")
+        except TransportError as exc:
+            raise ThreadInitializationError(str(exc), transient=True) from None
+        if not response.ok:
+            raise _error(ThreadInitializationError, detail_of(response), response)
+        graph = (response.json() or {}).get("graph_id")
+        if not graph:
+            raise ThreadInitializationError(f"Assistant {assistant_id} has no graph")
+        self._graph_ids[assistant_id] = str(graph)
+        return str(graph)
+
+    def _ensure_thread(
+        self, thread_id: str, assistant_id: str, history: list[dict[str, Any]]
+    ) -> None:
+        """Create the thread seeded with ``history``; a thread that exists (409) is left as it is."""
+        graph = self.graph_id(assistant_id)
+        body: dict[str, Any] = {
+            "thread_id": thread_id,
+            "if_exists": "raise",
+            "metadata": {"graph_id": graph, "user_id": self.user_id},
+        }
+        if self.seed_as_node:
+            # One request creates and seeds: the thread exists seeded, or not at all.
+            body["supersteps"] = [
+                {"updates": [{"values": {"messages": history}, "as_node": self.seed_as_node}]}
+            ]
+        try:
+            response = self.transport.request("POST", "/threads", json=body, idempotent=True)
+        except TransportError as exc:
+            raise ThreadInitializationError(str(exc), transient=True) from None
+        if response.status_code == 409:
+            return
+        if not response.ok:
+            self._discard(thread_id)
+            raise _error(ThreadInitializationError, detail_of(response), response)
+        if self.seed_as_node:
+            return
+        try:
+            seeded = self.transport.request(
+                "POST",
+                f"/threads/{thread_id}/state",
+                json={"values": {"messages": history}},
+                idempotent=False,
+            )
+        except TransportError as exc:
+            self._discard(thread_id)
+            raise ThreadInitializationError(str(exc), transient=True) from None
+        if not seeded.ok:
+            self._discard(thread_id)
+            raise _error(ThreadInitializationError, detail_of(seeded), seeded)
+
+    def _discard(self, thread_id: str) -> None:
+        """Delete a thread whose seeding failed, so the next run seeds it again."""
+        with contextlib.suppress(TransportError):
+            self.transport.request("DELETE", f"/threads/{thread_id}")
+
+    # -- review -------------------------------------------------------------------------------
+
+    def review(
+        self,
+        thread_id: str,
+        assistant_id: str,
+        reviewer_id: str,
+        interrupt_id: str | None = None,
+        reply: Mapping[str, Any] | None = None,
+        tool_calls: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]] | None = None,
+        reviewed_at: datetime | str | None = None,
+        context: dict[str, Any] | None = None,
+        answer: Any = None,
+    ) -> RunResult:
+        """Resume a paused thread with a reviewer's decision and return the resumed run.
+
+        Pass exactly one of ``reply`` or ``tool_calls`` (or ``answer``, the resume value of a
+        typed interaction), matching the pause. Everything is validated against the pause
+        before the resume is sent. A pause the thread has moved past raises
+        :class:`ReviewSupersededError`, and nothing is applied.
+        """
+        thread_id = _check_uuid(thread_id, ThreadResumptionError)
+        given = [
+            name
+            for name, v in (("reply", reply), ("tool_calls", tool_calls), ("answer", answer))
+            if v is not None
+        ]
+        if len(given) != 1:
+            raise ThreadResumptionError(
+                "Pass exactly one of reply or tool_calls"
+                + (f"; got {' and '.join(given)}" if given else "")
+            )
+        if not isinstance(reviewer_id, str) or not reviewer_id.strip():
+            raise ThreadResumptionError("reviewer_id is required")
+        if reply is not None and not interrupt_id:
+            raise ThreadResumptionError(
+                "interrupt_id is required to review a reply: pass the one the reviewer was shown"
+            )
+        if isinstance(reviewed_at, datetime):
+            stamp = reviewed_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        else:
+            stamp = reviewed_at or _now()
+
+        state = self._state(thread_id, ThreadResumptionError)
+        pending = self._pending(state, thread_id, ThreadResumptionError)
+        if pending is None:
+            raise ReviewSupersededError(
+                f"Thread {thread_id} is no longer paused"
+                + (f" on {interrupt_id}" if interrupt_id else "")
+                + ": another review already resumed it, or a new message superseded it",
+                thread_id=thread_id,
+                interrupt_id=interrupt_id,
+            )
+        if interrupt_id and interrupt_id not in pending.interrupt_ids:
+            raise ReviewSupersededError(
+                f"Thread {thread_id} is no longer paused on {interrupt_id}: another review "
+                "already resumed it, or a new message superseded it",
+                thread_id=thread_id,
+                interrupt_id=interrupt_id,
+            )
+        resume = build_resume(
+            pending,
+            reply=reply,
+            tool_calls=tool_calls,
+            answer=answer,
+            reviewer_id=reviewer_id,
+            reviewed_at=stamp,
+        )
+        body = self._run_body(
+            assistant_id, None, context, {"reviewer_id": reviewer_id, "reviewed_at": stamp}
+        )
+        del body["input"]
+        body["command"] = {"resume": resume}
+        body["multitask_strategy"] = "reject"
+        body["stream_mode"] = ["values", "updates"]
+        return self._resume(thread_id, body, pending, interrupt_id)
+
+    def _resume(
+        self,
+        thread_id: str,
+        body: dict[str, Any],
+        pending: PendingReview,
+        interrupt_id: str | None,
+    ) -> RunResult:
+        superseded = ReviewSupersededError(
+            f"Thread {thread_id} is no longer paused on {interrupt_id or pending.interrupt_id}: "
+            "another review already resumed it, or a new message superseded it",
+            thread_id=thread_id,
+            interrupt_id=interrupt_id or pending.interrupt_id,
+        )
+        try:
+            events = self._stream(thread_id, body, ThreadResumptionError)
+        except ThreadResumptionError as exc:
+            if exc.status_code == 409:  # busy: another resume is running it now
+                raise superseded from None
+            raise
+        values: dict[str, Any] | None = None
+        interrupts: dict[str, dict[str, Any]] = {}
+        applied = False
+        run_id = None
+        for event in events:
+            data = event.data
+            if event.event == "metadata" and isinstance(data, dict):
+                run_id = data.get("run_id")
+            elif event.event == "values" and isinstance(data, dict):
+                values = data
+            elif event.event == "updates" and isinstance(data, dict):
+                for node, update in data.items():
+                    if node == "__interrupt__":
+                        for item in update or []:
+                            interrupts[str(item.get("id"))] = item
+                    else:
+                        applied = True
+            elif event.event == "error":
+                if isinstance(data, dict):
+                    failure = _run_failure({"__error__": data}) or "the resumed run failed"
+                else:
+                    failure = str(data)
+                raise ThreadResumptionError(failure)
+        answered = set(pending.interrupt_ids)
+        # A keyed resume naming an interrupt that is no longer pending is answered 200 and
+        # changes nothing: no node runs, the thread re-raises the pause it has now.
+        if not applied or (answered and answered <= set(interrupts)):
+            raise superseded
+        if values is None:
+            raise ThreadResumptionError("the resumed run reported no state")
+        return self._build(
+            values,
+            thread_id,
+            ThreadResumptionError,
+            interrupts=list(interrupts.values()),
+            run_id=run_id,
+        )

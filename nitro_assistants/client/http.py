@@ -1,0 +1,132 @@
+"""HTTP transport: one session, timeouts, retries for idempotent requests, no secrets in output."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import requests
+
+from nitro_assistants.exceptions import ConfigurationError
+
+logger = logging.getLogger("nitro_assistants.client")
+
+TRANSIENT_STATUSES = frozenset({502, 503, 504})
+AUTH_SCHEMES = ("bearer", "x-api-key")
+Timeout = float | tuple[float, float]
+
+
+class TransportError(Exception):
+    """The request never got an answer (connection refused, timed out). Always transient."""
+
+
+def detail_of(response: requests.Response) -> str:
+    """The server's error text: ``detail`` of a JSON body, else the body, else the status line."""
+    try:
+        body = response.json()
+    except ValueError:
+        text = response.text.strip()
+        return (
+            text[:2000] if text else f"HTTP {response.status_code} {response.reason or ''}".strip()
+        )
+    if isinstance(body, dict) and "detail" in body:
+        detail = body["detail"]
+        return detail if isinstance(detail, str) else str(detail)
+    return response.text.strip()[:2000]
+
+
+class Transport:
+    """Sends requests to one Assistants server with one ``requests.Session``.
+
+    Idempotent requests are retried with exponential backoff and jitter on connection errors,
+    timeouts and 502/503/504; others are sent once. The API key lives only in the session's
+    headers: it never appears in an exception message, a log line or a ``repr``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        auth: str = "bearer",
+        timeout: Timeout = (5.0, 300.0),
+        retries: int = 3,
+        backoff: float = 0.25,
+        session: requests.Session | None = None,
+    ) -> None:
+        if auth not in AUTH_SCHEMES:
+            raise ConfigurationError(f"auth must be one of {', '.join(AUTH_SCHEMES)}; got {auth!r}")
+        if not base_url or not base_url.startswith(("http://", "https://")):
+            raise ConfigurationError(f"base_url must be an http(s) URL; got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self.auth = auth
+        self.timeout = timeout
+        self.retries = max(0, retries)
+        self.backoff = backoff
+        self.session = session or requests.Session()
+        if auth == "bearer":
+            self.session.headers["Authorization"] = f"Bearer {api_key}"
+        else:
+            self.session.headers["x-api-key"] = api_key
+        self.session.headers["Accept"] = "application/json"
+        self.requests_sent = 0
+
+    def __repr__(self) -> str:
+        return f"<Transport {self.base_url} auth={self.auth}>"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        idempotent: bool | None = None,
+        stream: bool = False,
+    ) -> requests.Response:
+        """Send one request; retry it only when it is idempotent and the failure transient.
+
+        Raises :class:`TransportError` when no answer came back (after the retries).
+        """
+        if idempotent is None:
+            idempotent = method in ("GET", "HEAD", "DELETE")
+        attempts = 1 + (self.retries if idempotent else 0)
+        url = f"{self.base_url}{path}"
+        for attempt in range(1, attempts + 1):
+            started = time.monotonic()
+            self.requests_sent += 1
+            try:
+                response = self.session.request(
+                    method, url, json=json, params=params, timeout=self.timeout, stream=stream
+                )
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                reason = "timed out" if isinstance(exc, requests.Timeout) else "connection failed"
+                logger.warning("%s %s %s (attempt %d/%d)", method, path, reason, attempt, attempts)
+                if attempt < attempts:
+                    self._sleep(attempt)
+                    continue
+                raise TransportError(f"{method} {path}: {reason} ({type(exc).__name__})") from None
+            logger.debug(
+                "%s %s -> %d in %.0f ms",
+                method,
+                path,
+                response.status_code,
+                (time.monotonic() - started) * 1000,
+            )
+            if response.status_code in TRANSIENT_STATUSES and attempt < attempts:
+                response.close()
+                self._sleep(attempt)
+                continue
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _sleep(self, attempt: int) -> None:
+        delay = self.backoff * 2 ** (attempt - 1)
+        time.sleep(delay + random.uniform(0, delay / 2))
+
+    @staticmethod
+    def lines(response: requests.Response) -> Iterator[bytes]:
+        yield from response.iter_content(chunk_size=None)

@@ -1,0 +1,363 @@
+"""What a run returns and what a paused thread waits on (PROTOCOL.md §4–5, §8)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+REPLY_ACTION = "__reply__"
+TOOL_DECISIONS = ("approve", "edit", "reject", "respond")
+REPLY_DECISIONS = ("approve", "edit", "reject")
+INTERACTION_KINDS = ("question", "blueprint", "plan")
+_INTERRUPT_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+class ReviewShapeError(ValueError):
+    """A pause the client cannot read: an action with no matching tool call, an unknown shape."""
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A message's text: its string content, or its text blocks joined."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+        return "".join(parts)
+    return ""
+
+
+def _metadata(message: dict[str, Any]) -> dict[str, Any]:
+    metadata = message.get("response_metadata")
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def _is_ai(message: dict[str, Any]) -> bool:
+    return message.get("type") in ("ai", "AIMessage", "AIMessageChunk") or message.get("role") in (
+        "assistant",
+        "ai",
+    )
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How the platform delivered a reply through the assistant's delivery tool (§7)."""
+
+    status: str
+    tool: str | None = None
+    attempts: int | None = None
+    result: Any = None
+    error: str | None = None
+    delivered_at: str | None = None
+    failed_at: str | None = None
+    message_id: str | None = None
+
+    @property
+    def delivered(self) -> bool:
+        return self.status == "delivered"
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+    @property
+    def pending(self) -> bool:
+        return self.status == "pending"
+
+    @classmethod
+    def from_message(cls, message: dict[str, Any]) -> Delivery | None:
+        stamp = _metadata(message).get("delivery")
+        if not isinstance(stamp, dict) or not stamp.get("status"):
+            return None
+        attempts = stamp.get("attempts")
+        return cls(
+            status=str(stamp["status"]),
+            tool=stamp.get("tool"),
+            attempts=attempts if isinstance(attempts, int) else None,
+            result=stamp.get("result"),
+            error=stamp.get("error"),
+            delivered_at=stamp.get("delivered_at"),
+            failed_at=stamp.get("failed_at"),
+            message_id=message.get("id"),
+        )
+
+
+@dataclass(frozen=True)
+class ReplyDraft:
+    """A reply held for review: the text a customer would read."""
+
+    content: str
+    allowed_decisions: list[str]
+    description: str | None
+    interrupt_id: str | None
+    message_id: str | None
+
+
+@dataclass(frozen=True)
+class PendingReview:
+    """What a paused thread waits on: its tool calls, its reply, or a typed interaction.
+
+    ``kind`` is ``"tool_calls"``, ``"reply"``, or an interaction kind (``"question"``,
+    ``"blueprint"``, ``"plan"``). ``interrupt_id`` names the pause; ``interrupt_ids`` lists every
+    pending interrupt it covers (one per held call in per-call mode).
+    """
+
+    kind: str
+    interrupt_id: str | None
+    interrupt_ids: list[str]
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    reply: ReplyDraft | None = None
+    interaction: dict[str, Any] | None = None
+    mode: str = "batched"
+    raw_interrupts: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def is_tool_calls(self) -> bool:
+        return self.kind == "tool_calls"
+
+    @property
+    def is_reply(self) -> bool:
+        return self.kind == "reply"
+
+
+def _allowed_from_schema(schema: Any) -> list[str]:
+    """The decision types a per-call interrupt's JSON-Schema ``response_schema`` accepts."""
+    if not isinstance(schema, dict):
+        return list(TOOL_DECISIONS)
+    defs = schema.get("$defs") or {}
+
+    def const_of(node: Any) -> str | None:
+        if not isinstance(node, dict):
+            return None
+        if "$ref" in node:
+            node = defs.get(str(node["$ref"]).rsplit("/", 1)[-1], {})
+        kind = (node.get("properties") or {}).get("type") or {}
+        value = kind.get("const")
+        return value if isinstance(value, str) else None
+
+    options = schema.get("oneOf") or schema.get("anyOf") or [schema]
+    found = [c for c in (const_of(option) for option in options) if c]
+    return found or list(TOOL_DECISIONS)
+
+
+def _last_ai_with_tool_calls(messages: list[dict[str, Any]]) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        if _is_ai(messages[index]) and messages[index].get("tool_calls"):
+            return index
+    return None
+
+
+def _previous_id(messages: list[dict[str, Any]], index: int) -> str | None:
+    return messages[index - 1].get("id") if index > 0 else None
+
+
+def _batched_tool_calls(
+    value: dict[str, Any], messages: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Match each action request to a tool call of the last AI message with tool calls.
+
+    Action requests carry no tool-call id: match by name and equal args first, then by name
+    alone, each call matched once, in action-request order.
+    """
+    requests = value.get("action_requests") or []
+    configs = value.get("review_configs") or []
+    index = _last_ai_with_tool_calls(messages)
+    if index is None:
+        raise ReviewShapeError("the interrupt holds tool calls, but no AI message makes any")
+    calls = list(messages[index].get("tool_calls") or [])
+    previous = _previous_id(messages, index)
+    used: set[int] = set()
+
+    def find(name: str, args: Any) -> int | None:
+        for exact in (True, False):
+            for i, call in enumerate(calls):
+                if i in used or call.get("name") != name:
+                    continue
+                if exact and call.get("args") != args:
+                    continue
+                return i
+        return None
+
+    out = []
+    for position, request in enumerate(requests):
+        name = request.get("name")
+        found = find(name, request.get("args"))
+        if found is None:
+            raise ReviewShapeError(f"the interrupt holds `{name}`, which no tool call matches")
+        used.add(found)
+        config: dict[str, Any] = configs[position] if position < len(configs) else {}
+        if not config or config.get("action_name") != name:
+            config = next((c for c in configs if c.get("action_name") == name), {})
+        call = calls[found]
+        out.append(
+            {
+                "previous_message_id": previous,
+                "id": call.get("id"),
+                "name": name,
+                "args": request.get("args", call.get("args") or {}),
+                "allowed_decisions": list(config.get("allowed_decisions") or TOOL_DECISIONS),
+                "description": request.get("description"),
+            }
+        )
+    return out
+
+
+def _per_call_tool_call(
+    interrupt: dict[str, Any], messages: list[dict[str, Any]]
+) -> dict[str, Any]:
+    value = interrupt["value"]
+    call_id = value.get("tool_call_id")
+    previous = None
+    for index, message in enumerate(messages):
+        if any(c.get("id") == call_id for c in message.get("tool_calls") or []):
+            previous = _previous_id(messages, index)
+    return {
+        "previous_message_id": previous,
+        "id": call_id,
+        "name": value.get("name"),
+        "args": value.get("args") or {},
+        "allowed_decisions": _allowed_from_schema(interrupt.get("response_schema")),
+        "description": value.get("description"),
+        "interrupt_id": interrupt.get("id"),
+    }
+
+
+def pending_review(
+    interrupts: list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> PendingReview | None:
+    """Read what the pending ``interrupts`` wait on, with the thread's ``messages`` for context.
+
+    Raises :class:`ReviewShapeError` when an interrupt cannot be read.
+    """
+    interrupts = [i for i in interrupts if isinstance(i, dict) and "value" in i]
+    if not interrupts:
+        return None
+    ids = [str(i["id"]) for i in interrupts if i.get("id")]
+    first = interrupts[0]
+    value = first["value"] if isinstance(first["value"], dict) else {}
+
+    if value.get("type") == "tool_approval":
+        held = [i for i in interrupts if (i.get("value") or {}).get("type") == "tool_approval"]
+        return PendingReview(
+            kind="tool_calls",
+            interrupt_id=ids[0] if ids else None,
+            interrupt_ids=ids,
+            tool_calls=[_per_call_tool_call(i, messages) for i in held],
+            mode="per_call",
+            raw_interrupts=interrupts,
+        )
+    if value.get("type") == "interaction":
+        interaction = value.get("interaction") or {}
+        kind = interaction.get("kind")
+        if kind not in INTERACTION_KINDS:
+            raise ReviewShapeError(f"unknown interaction kind {kind!r}")
+        return PendingReview(
+            kind=str(kind),
+            interrupt_id=ids[0] if ids else None,
+            interrupt_ids=ids,
+            interaction=interaction,
+            mode="interaction",
+            raw_interrupts=interrupts,
+        )
+    if "action_requests" in value:
+        requests = value.get("action_requests") or []
+        if any(r.get("name") == REPLY_ACTION for r in requests):
+            request = next(r for r in requests if r.get("name") == REPLY_ACTION)
+            config: dict[str, Any] = next(
+                (
+                    c
+                    for c in value.get("review_configs") or []
+                    if c.get("action_name") == REPLY_ACTION
+                ),
+                {},
+            )
+            allowed = [
+                d for d in config.get("allowed_decisions") or REPLY_DECISIONS if d != "respond"
+            ]
+            draft = next((m for m in reversed(messages) if _is_ai(m)), None)
+            content = (request.get("args") or {}).get("content")
+            interrupt_id = ids[0] if ids else None
+            return PendingReview(
+                kind="reply",
+                interrupt_id=interrupt_id,
+                interrupt_ids=ids,
+                reply=ReplyDraft(
+                    content=content if isinstance(content, str) else message_text(draft or {}),
+                    allowed_decisions=allowed,
+                    description=request.get("description"),
+                    interrupt_id=interrupt_id,
+                    message_id=(draft or {}).get("id"),
+                ),
+                raw_interrupts=interrupts,
+            )
+        return PendingReview(
+            kind="tool_calls",
+            interrupt_id=ids[0] if ids else None,
+            interrupt_ids=ids,
+            tool_calls=_batched_tool_calls(value, messages),
+            raw_interrupts=interrupts,
+        )
+    raise ReviewShapeError(f"an interrupt of unknown shape: {sorted(value)}")
+
+
+def is_interrupt_id(value: str) -> bool:
+    """Interrupt ids are 32 lowercase hex characters; a resume map is keyed only if all are."""
+    return bool(_INTERRUPT_ID.match(value))
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The outcome of a run or a resume (PROTOCOL.md §5)."""
+
+    reply: str | None
+    interrupted: bool
+    review: PendingReview | None
+    delivery: Delivery | None
+    messages: list[dict[str, Any]]
+    raw: dict[str, Any]
+    run_id: str | None = None
+
+    @classmethod
+    def build(
+        cls,
+        values: dict[str, Any],
+        interrupts: list[dict[str, Any]] | None = None,
+        messages: list[dict[str, Any]] | None = None,
+        run_id: str | None = None,
+    ) -> RunResult:
+        """Read a run's final ``values`` (the ``/runs/wait`` body).
+
+        ``interrupts`` defaults to the body's ``__interrupt__``; ``messages`` to its messages
+        (a per-call pause answers without them: pass the thread state's).
+        """
+        if interrupts is None:
+            interrupts = values.get("__interrupt__") or []
+        if messages is None:
+            messages = values.get("messages") or []
+        review = pending_review(interrupts, messages)
+        interrupted = bool(interrupts)
+        last = messages[-1] if messages else None
+        reply = None
+        delivery = None
+        if last is not None and _is_ai(last) and not last.get("tool_calls"):
+            delivery = Delivery.from_message(last)
+            review_stamp = _metadata(last).get("review")
+            held = isinstance(review_stamp, dict) and review_stamp.get("type") == "pending"
+            text = message_text(last)
+            if not interrupted and not held and text.strip():
+                reply = text
+        return cls(
+            reply=reply,
+            interrupted=interrupted,
+            review=review,
+            delivery=delivery,
+            messages=messages,
+            raw=values,
+            run_id=run_id,
+        )

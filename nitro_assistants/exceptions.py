@@ -1,0 +1,60 @@
+"""Every error nitro_assistants raises has one root, :class:`NitroAssistantsError`.
+
+No Django import here: :mod:`nitro_assistants.client` re-exports these and must run without Django.
+"""
+
+from __future__ import annotations
+
+
+class NitroAssistantsError(Exception):
+    """Root of every error this package raises.
+
+    ``transient`` is true when the cause may go away on its own (a connection error, a timeout,
+    a 502/503/504): worth retrying. ``status_code`` is the HTTP status, when there was one.
+    """
+
+    transient: bool = False
+    status_code: int | None = None
+
+    def __init__(self, *args: object, transient: bool = False, status_code: int | None = None):
+        super().__init__(*args)
+        self.transient = transient
+        self.status_code = status_code
+
+
+class ConfigurationError(NitroAssistantsError):
+    """A client or an assistant definition is configured wrongly (blank key, missing field)."""
+
+
+class ThreadInitializationError(NitroAssistantsError):
+    """A thread could not be created or seeded, or the assistant has no graph."""
+
+
+class RunError(NitroAssistantsError):
+    """A run was refused by the server, failed inside the graph, or was given no messages."""
+
+
+class ThreadStateError(NitroAssistantsError):
+    """A thread's state could not be read."""
+
+
+class ThreadResumptionError(NitroAssistantsError):
+    """A review could not be applied: invalid for the pause, or refused by the server."""
+
+
+class ReviewSupersededError(ThreadResumptionError):
+    """The thread is no longer paused on the review answered; nothing was applied."""
+
+    def __init__(
+        self, message: str, *, thread_id: str = "", interrupt_id: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.interrupt_id = interrupt_id
+
+
+class UnknownAssistantError(NitroAssistantsError, KeyError):
+    """The registry has no definition under that key."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""

@@ -1,0 +1,69 @@
+"""The graphs the real LangGraph server runs in the tests (see tests/conftest.py)."""
+
+from __future__ import annotations
+
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+
+from nitro_assistants.agent import DeliveryMiddleware, ReviewMiddleware
+from nitro_assistants.agent.testing import ScriptedChatModel
+
+
+@tool
+def reschedule_appointment(appointment_id: int, day: str, time: str) -> str:
+    """Move an appointment to another day and time."""
+    return f"Appointment {appointment_id} moved to {day} at {time}"
+
+
+@tool
+def cancel_appointment(appointment_id: int) -> str:
+    """Cancel an appointment."""
+    return f"Appointment {appointment_id} cancelled"
+
+
+@tool
+def lookup_appointment(appointment_id: int) -> str:
+    """Read an appointment (never held for review)."""
+    return f"Appointment {appointment_id} is on Monday at 09:00"
+
+
+@tool
+def send_sms(content: str) -> str:
+    """Send the reply to the customer by SMS."""
+    if "FAIL" in content:
+        raise RuntimeError("SMS gateway refused the message")
+    return f"sms queued ({len(content)} chars)"
+
+
+TOOLS = [reschedule_appointment, cancel_appointment, lookup_appointment]
+HELD = {
+    "reschedule_appointment": True,
+    "cancel_appointment": {"allowed_decisions": ["approve", "reject"]},
+}
+
+walkthrough = create_agent(
+    ScriptedChatModel(),
+    tools=TOOLS,
+    middleware=[
+        DeliveryMiddleware(send_sms, attempts=2, backoff=0),
+        ReviewMiddleware(
+            {
+                **HELD,
+                "__reply__": {
+                    "allowed_decisions": ["approve", "edit", "reject"],
+                    "description": "Review this SMS before it is sent",
+                },
+            }
+        ),
+    ],
+)
+
+tools = create_agent(ScriptedChatModel(), tools=TOOLS, middleware=[ReviewMiddleware(HELD)])
+
+per_call = create_agent(
+    ScriptedChatModel(),
+    tools=TOOLS,
+    middleware=[ReviewMiddleware(HELD, interrupt_mode="per_call")],
+)
+
+plain = create_agent(ScriptedChatModel(), tools=TOOLS)
