@@ -59,6 +59,7 @@ STATIC_URL = "/static/"
 
 CELERY_BROKER_URL = os.environ.get("NITRO_TEST_BROKER_URL", "redis://127.0.0.1:6379/9")
 CELERY_TASK_ALWAYS_EAGER = False
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("NITRO_TEST_QUEUE", "nitro_tests")
 
 NITRO_ASSISTANTS = {
     "BASE_URL": os.environ.get("NITRO_TEST_ASSISTANTS_URL", "http://127.0.0.1:2024"),

@@ -15,8 +15,9 @@ from nitro_assistants.exceptions import (
     ThreadResumptionError,
 )
 from nitro_assistants.models import Decision, Review, Run, Thread
+from nitro_assistants.services import clients
 from nitro_assistants.services.audit import record_event, send_on_commit
-from nitro_assistants.services.clients import assistant_for, is_transient
+from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.mirror import record_result, supersede
 from nitro_assistants.services.runs import find_remote_run
 
@@ -128,7 +129,7 @@ def decide(review: Review | int, user: Any, decision: Mapping[str, Any]) -> Deci
 
     pk = review.pk if isinstance(review, Review) else review
     with transaction.atomic():
-        locked = Review.objects.select_for_update().select_related("thread").get(pk=pk)
+        locked = Review.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
         if locked.status != Review.Status.PENDING:
             raise ReviewNotPendingError(
                 f"Review #{locked.pk} was already {locked.get_status_display()}.", review=locked
@@ -183,7 +184,7 @@ def execute_resume(decision: Decision | int) -> Decision:
     """
     pk = decision.pk if isinstance(decision, Decision) else decision
     with transaction.atomic():
-        record = Decision.objects.select_for_update().select_related("run").get(pk=pk)
+        record = Decision.objects.select_for_update(of=("self",)).select_related("run").get(pk=pk)
         if record.outcome != Decision.Outcome.PENDING or record.run is None:
             return record
         run = Run.objects.select_for_update().get(pk=record.run.pk)
@@ -194,7 +195,7 @@ def execute_resume(decision: Decision | int) -> Decision:
 
     with transaction.atomic():
         record = (
-            Decision.objects.select_for_update()
+            Decision.objects.select_for_update(of=("self",))
             .select_related("run", "review", "review__thread")
             .get(pk=pk)
         )
@@ -203,7 +204,7 @@ def execute_resume(decision: Decision | int) -> Decision:
         review, run = record.review, record.run
         thread = Thread.objects.select_for_update().get(pk=review.thread_id)
         thread_id = str(thread.thread_id)
-        assistant = assistant_for(thread.assistant_key)
+        assistant = clients.assistant_for(thread.assistant_key)
         try:
             result = None
             if run.attempts > 1:
@@ -267,7 +268,12 @@ def _fail_review(review: Review, run: Run, error: str) -> None:
 def close_failed_decision(run: Run, error: str) -> None:
     """A resume run failed for good (retries exhausted): its decision and review failed with it.
     Called by ``fail_run`` inside its transaction, which sends ``run_failed``."""
-    record = Decision.objects.select_for_update().filter(run=run).select_related("review").first()
+    record = (
+        Decision.objects.select_for_update(of=("self",))
+        .filter(run=run)
+        .select_related("review")
+        .first()
+    )
     if record is None or record.outcome != Decision.Outcome.PENDING:
         return
     record.outcome = Decision.Outcome.FAILED

@@ -14,8 +14,9 @@ from nitro_assistants import signals
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError, RunError
 from nitro_assistants.models import Run, Thread
+from nitro_assistants.services import clients
 from nitro_assistants.services.audit import record_event, send_on_commit
-from nitro_assistants.services.clients import assistant_for, is_transient
+from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.mirror import record_result
 
 #: Key of the remote run's metadata that carries the local Run's UUID (the idempotency key).
@@ -50,7 +51,9 @@ def start_run(
     payload = _normalize_messages(messages)
     with transaction.atomic():
         if isinstance(thread, str):
-            assistant_for(thread)  # unknown key: UnknownAssistantError before anything is stored
+            clients.assistant_for(
+                thread
+            )  # unknown key: UnknownAssistantError before anything is stored
             thread = Thread.objects.create(
                 assistant_key=thread,
                 opened_by=user if getattr(user, "pk", None) else None,
@@ -109,7 +112,7 @@ def execute_run(run: Run | uuid.UUID | str) -> Run:
 
     pk = run.pk if isinstance(run, Run) else run
     with transaction.atomic():
-        run = Run.objects.select_for_update().select_related("thread").get(pk=pk)
+        run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
         if run.finished:
             return run
         first = run.attempts == 0
@@ -121,12 +124,12 @@ def execute_run(run: Run | uuid.UUID | str) -> Run:
             record_event(run.thread, "run_started", run=run)
 
     thread = run.thread
-    assistant = assistant_for(thread.assistant_key)
+    assistant = clients.assistant_for(thread.assistant_key)
     background = app_settings.RUN_MODE == "background"
     try:
         with transaction.atomic():
             # Held while the run is created, so two deliveries of this task never both create it.
-            run = Run.objects.select_for_update().select_related("thread").get(pk=pk)
+            run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
             if run.finished:
                 return run
             if not run.remote_run_id:
@@ -167,7 +170,7 @@ def collect_run(run: Run | uuid.UUID | str, *, wait: bool = True) -> Run:
     if run.finished or not run.remote_run_id:
         return run
     thread_id = str(run.thread.thread_id)
-    assistant = assistant_for(run.thread.assistant_key)
+    assistant = clients.assistant_for(run.thread.assistant_key)
     try:
         if not wait:
             remote = find_remote_run(assistant, thread_id, {RUN_KEY: str(run.pk)})
@@ -180,7 +183,7 @@ def collect_run(run: Run | uuid.UUID | str, *, wait: bool = True) -> Run:
             raise
         return fail_run(run, _error_text(exc))
     with transaction.atomic():
-        run = Run.objects.select_for_update().select_related("thread").get(pk=pk)
+        run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
         if run.finished:  # the webhook and the poll both arrived: mirror once
             return run
         thread = Thread.objects.select_for_update().get(pk=run.thread_id)
@@ -192,7 +195,7 @@ def fail_run(run: Run | uuid.UUID | str, error: str) -> Run:
     """Mark a run failed for good and send ``run_failed`` (once)."""
     pk = run.pk if isinstance(run, Run) else run
     with transaction.atomic():
-        run = Run.objects.select_for_update().select_related("thread").get(pk=pk)
+        run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
         if run.finished:
             return run
         run.status = Run.Status.FAILED

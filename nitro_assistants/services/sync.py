@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from nitro_assistants.models import Thread
-from nitro_assistants.services.clients import assistant_for
+from nitro_assistants.services import clients
 from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.mirror import mirror_pending
 
@@ -17,7 +17,7 @@ def sync_thread(thread: Thread | int) -> Thread:
     """Read the thread's state from the server and make the local mirror match it."""
     pk = thread.pk if isinstance(thread, Thread) else thread
     thread = Thread.objects.get(pk=pk)
-    assistant = assistant_for(thread.assistant_key)
+    assistant = clients.assistant_for(thread.assistant_key)
     thread_id = str(thread.thread_id)
     state: dict[str, Any] = assistant.thread_state(thread_id=thread_id)
     pending = assistant.under_review(thread_id=thread_id)

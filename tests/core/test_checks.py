@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nitro_assistants.checks import check_settings
+
+
+def ids(settings: Any, **config: Any) -> list[str]:
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, **config}
+    return [message.id for message in check_settings()]
+
+
+def test_test_settings_pass(settings: Any) -> None:
+    assert ids(settings) == []
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"BASE_URL": "assistants.example.com"}, "nitro_assistants.E001"),
+        ({"DEFINITIONS": {}}, "nitro_assistants.E002"),
+        ({"DEFINITIONS": {"vc": {"api_key": "k"}}}, "nitro_assistants.E003"),
+        ({"AUTH": "basic"}, "nitro_assistants.E004"),
+        ({"RUN_MODE": "later"}, "nitro_assistants.E005"),
+        ({"WEBHOOK_URL": "ftp://x"}, "nitro_assistants.E006"),
+        ({"WEBHOOK_URL": "https://x/h/", "WEBHOOK_SECRET": ""}, "nitro_assistants.E007"),
+    ],
+)
+def test_each_misconfiguration_has_its_id(settings: Any, config: dict[str, Any], expected: str):
+    assert ids(settings, **config) == [expected]
+
+
+def test_settings_are_read_when_used(settings: Any) -> None:
+    from nitro_assistants.conf import app_settings
+
+    settings.NITRO_ASSISTANTS = {"DELIVERY_PENDING_AFTER": 7}
+    assert app_settings.DELIVERY_PENDING_AFTER == 7
+    assert app_settings.RUN_MODE == "wait"  # default
+    assert app_settings.client_config()["definitions"] == {}

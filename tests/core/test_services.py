@@ -1,0 +1,289 @@
+"""Services against a scripted assistant: what is stored, sent and enqueued, and when."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from nitro_assistants import services
+from nitro_assistants.exceptions import ReviewSupersededError, RunError, ThreadResumptionError
+from nitro_assistants.models import Decision, Delivery, Event, Review, Run, Thread
+from tests.core.conftest import FakeAssistant, reply_review, result, sent, tool_review
+from tests.factories import DeliveryFactory, ReviewFactory, ThreadFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_start_run_records_then_enqueues_after_commit(
+    django_capture_on_commit_callbacks: Any, fake_assistant: FakeAssistant, enqueued: list[Any]
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        run = services.start_run("walkthrough", "Can I move my appointment?")
+        assert enqueued == []  # nothing leaves before commit
+    assert len(callbacks) == 1
+    assert enqueued == [("nitro_assistants.run_thread", (str(run.pk),))]
+    assert run.status == Run.Status.QUEUED
+    assert run.input == {"messages": [{"role": "user", "content": "Can I move my appointment?"}]}
+    assert list(run.thread.events.values_list("verb", flat=True)) == [
+        "thread_opened",
+        "run_requested",
+    ]
+
+
+def test_start_run_refuses_no_messages(fake_assistant: FakeAssistant) -> None:
+    with pytest.raises(RunError):
+        services.start_run("walkthrough", [])
+    assert not Thread.objects.exists()
+
+
+def test_execute_run_mirrors_a_pause_once(
+    django_capture_on_commit_callbacks: Any,
+    fake_assistant: FakeAssistant,
+    enqueued: list[Any],
+    signal_log: list[Any],
+) -> None:
+    run = services.start_run("walkthrough", "Can I move my appointment?")
+    pause = tool_review()
+    fake_assistant.results = [result(pause)]
+    with django_capture_on_commit_callbacks(execute=True):
+        services.execute_run(run.pk)
+        services.execute_run(run.pk)  # delivered twice: finished runs are left alone
+    run.refresh_from_db()
+    assert run.status == Run.Status.INTERRUPTED
+    assert len(fake_assistant.called("start_run")) == 1
+    assert fake_assistant.called("start_run")[0]["metadata"] == {"nitro_run_id": str(run.pk)}
+    review = Review.objects.get()
+    assert (review.kind, review.status, review.interrupt_ids) == (
+        "tool_calls",
+        "pending",
+        [pause.interrupt_id],
+    )
+    assert review.tool_calls[0]["name"] == "reschedule_appointment"
+    assert run.thread.__class__.objects.get().status == Thread.Status.INTERRUPTED
+    assert [kw["review"].pk for kw in sent(signal_log, "review_requested")] == [review.pk]
+
+
+def test_redelivered_run_finds_the_remote_run_by_its_metadata(
+    fake_assistant: FakeAssistant, enqueued: list[Any]
+) -> None:
+    run = services.start_run("walkthrough", "hello")
+    # A first delivery created the remote run, then the worker died before recording it.
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, attempts=1)
+    fake_assistant.remote_runs = [
+        {"run_id": "r-1", "status": "success", "metadata": {"nitro_run_id": str(run.pk)}}
+    ]
+    services.execute_run(run.pk)
+    run.refresh_from_db()
+    assert fake_assistant.called("start_run") == []
+    assert fake_assistant.called("join_run") == [
+        {"thread_id": str(run.thread.thread_id), "run_id": "r-1"}
+    ]
+    assert (run.remote_run_id, run.status, run.attempts) == ("r-1", Run.Status.SUCCEEDED, 2)
+
+
+def test_transient_errors_propagate_and_others_fail_the_run(
+    django_capture_on_commit_callbacks: Any,
+    fake_assistant: FakeAssistant,
+    enqueued: list[Any],
+    signal_log: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run = services.start_run("walkthrough", "hello")
+
+    def down(**kwargs: Any) -> None:
+        raise RunError("connection refused", transient=True)  # type: ignore[call-arg]
+
+    monkeypatch.setattr(fake_assistant, "start_run", down)
+    with pytest.raises(RunError):
+        services.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING
+    assert sent(signal_log, "run_failed") == []
+
+    def refused(**kwargs: Any) -> None:
+        raise RunError("422: assistant not found", transient=False)  # type: ignore[call-arg]
+
+    monkeypatch.setattr(fake_assistant, "start_run", refused)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.execute_run(run.pk)
+    run.refresh_from_db()
+    assert (run.status, run.error) == (Run.Status.FAILED, "422: assistant not found")
+    assert [kw["error"] for kw in sent(signal_log, "run_failed")] == ["422: assistant not found"]
+
+
+def test_new_message_supersedes_the_pending_review(
+    django_capture_on_commit_callbacks: Any,
+    fake_assistant: FakeAssistant,
+    enqueued: list[Any],
+    signal_log: list[Any],
+) -> None:
+    review = ReviewFactory()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.start_run(review.thread, "Actually, never mind")
+    review.refresh_from_db()
+    assert review.status == Review.Status.SUPERSEDED
+    assert [(kw["review"].pk, kw["reason"]) for kw in sent(signal_log, "review_superseded")] == [
+        (review.pk, "new_message")
+    ]
+    with pytest.raises(services.ReviewNotPendingError):
+        services.decide(review, None, {"tool_calls": [{"id": "call_1", "action": "approve"}]})
+
+
+@pytest.mark.parametrize(
+    ("decision", "message"),
+    [
+        ({"tool_calls": [{"id": "call_1", "action": "launch"}]}, "Invalid review action `launch`"),
+        ({"tool_calls": [{"id": "call_9", "action": "approve"}]}, "not under review"),
+        ({"tool_calls": []}, "No decision for tool call"),
+        ({"tool_calls": [{"id": "call_1", "action": "edit"}]}, "needs `args`"),
+        ({"tool_calls": [{"id": "call_1", "action": "respond"}]}, "needs a message"),
+        ({"reply": {"action": "approve"}}, "decided with `tool_calls`"),
+    ],
+)
+def test_decide_validates_before_storing_anything(
+    fake_assistant: FakeAssistant, enqueued: list[Any], decision: dict[str, Any], message: str
+) -> None:
+    review = ReviewFactory()
+    with pytest.raises(ThreadResumptionError, match=message):
+        services.decide(review, None, decision)
+    review.refresh_from_db()
+    assert review.status == Review.Status.PENDING
+    assert not Decision.objects.exists()
+    assert not Run.objects.exists()
+    assert not Event.objects.exists()
+
+
+def test_reply_review_never_allows_respond(enqueued: list[Any]) -> None:
+    review = ReviewFactory(reply=True)
+    with pytest.raises(
+        ThreadResumptionError,
+        match="Invalid review action `respond` for the reply; allowed: approve, edit, reject",
+    ):
+        services.decide(review, None, {"reply": {"action": "respond", "message": "x"}})
+
+
+def test_decide_records_then_resumes_once(
+    django_capture_on_commit_callbacks: Any,
+    fake_assistant: FakeAssistant,
+    enqueued: list[Any],
+    signal_log: list[Any],
+    admin_user: Any,
+) -> None:
+    review = ReviewFactory(reply=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        decision = services.decide(
+            review, admin_user, {"reply": {"action": "edit", "content": "Tuesday 10:00 it is."}}
+        )
+    assert enqueued == [("nitro_assistants.resume_thread", (decision.pk,))]
+    assert sent(signal_log, "review_decided")[0]["decision"] == decision
+    with pytest.raises(services.ReviewNotPendingError, match="already decided"):
+        services.decide(review, admin_user, {"reply": {"action": "approve"}})
+
+    fake_assistant.results = [result(messages=[{"type": "ai", "id": "ai-2", "content": "x"}])]
+    services.execute_resume(decision.pk)
+    services.execute_resume(decision.pk)  # redelivered: applied already
+    assert len(fake_assistant.called("review")) == 1
+    call = fake_assistant.called("review")[0]
+    assert call["reply"] == {"action": "edit", "content": "Tuesday 10:00 it is."}
+    assert call["interrupt_id"] == review.interrupt_id
+    assert call["reviewer_id"] == "admin"
+    decision.refresh_from_db()
+    review.refresh_from_db()
+    assert (decision.outcome, review.status) == ("applied", "applied")
+    assert decision.run is not None
+    assert decision.run.status == Run.Status.SUCCEEDED
+
+
+def test_stale_resume_supersedes_the_review(
+    django_capture_on_commit_callbacks: Any,
+    fake_assistant: FakeAssistant,
+    enqueued: list[Any],
+    signal_log: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    review = ReviewFactory()
+    decision = services.decide(
+        review, None, {"tool_calls": [{"id": "call_1", "action": "approve"}]}
+    )
+
+    def stale(**kwargs: Any) -> None:
+        raise ReviewSupersededError("no longer paused")
+
+    monkeypatch.setattr(fake_assistant, "review", stale)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.execute_resume(decision.pk)
+    decision.refresh_from_db()
+    review.refresh_from_db()
+    assert (decision.outcome, review.status) == ("superseded", "superseded")
+    assert len(sent(signal_log, "review_superseded")) == 1
+    assert sent(signal_log, "run_failed") == []
+
+
+def test_sync_finds_a_pause_that_appeared_and_one_that_vanished(
+    django_capture_on_commit_callbacks: Any, fake_assistant: FakeAssistant, signal_log: list[Any]
+) -> None:
+    thread = ThreadFactory()
+    fake_assistant.pending = reply_review()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.sync_thread(thread)
+        services.sync_thread(thread)  # same pause: same review
+    review = Review.objects.get()
+    assert review.kind == "reply"
+    assert review.reply is not None
+    assert review.reply["content"] == "See you Tuesday."
+    fake_assistant.pending = None
+    with django_capture_on_commit_callbacks(execute=True):
+        services.sync_thread(thread)
+    review.refresh_from_db()
+    assert review.status == Review.Status.SUPERSEDED
+    assert len(sent(signal_log, "review_requested")) == 1
+    assert len(sent(signal_log, "review_superseded")) == 1
+
+
+def stamped(status: str, **stamp: Any) -> dict[str, Any]:
+    return {
+        "type": "ai",
+        "id": "ai-9",
+        "content": "See you Tuesday.",
+        "response_metadata": {"delivery": {"status": status, "tool": "send_sms", **stamp}},
+    }
+
+
+def test_delivery_outcomes_are_signalled_once(
+    django_capture_on_commit_callbacks: Any, fake_assistant: FakeAssistant, signal_log: list[Any]
+) -> None:
+    thread = ThreadFactory()
+    for status, stamp in [
+        ("pending", {"attempts": 0}),
+        ("failed", {"attempts": 2, "error": "gateway refused"}),
+        ("failed", {"attempts": 2, "error": "gateway refused"}),
+    ]:
+        fake_assistant.state = {"values": {"messages": [stamped(status, **stamp)]}}
+        with django_capture_on_commit_callbacks(execute=True):
+            services.sync_thread(thread)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.sweep_deliveries()
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.error, delivery.attempts) == ("failed", "gateway refused", 2)
+    assert [kw["error"] for kw in sent(signal_log, "delivery_failed")] == ["gateway refused"]
+    assert sent(signal_log, "delivery_pending") == []
+
+
+def test_sweep_alerts_pending_past_the_limit_once(
+    django_capture_on_commit_callbacks: Any, signal_log: list[Any], settings: Any
+) -> None:
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "DELIVERY_PENDING_AFTER": 60}
+    now = timezone.now()
+    old = DeliveryFactory(first_seen_at=now - datetime.timedelta(seconds=61))
+    DeliveryFactory(first_seen_at=now - datetime.timedelta(seconds=30))  # not yet
+    DeliveryFactory(status="delivered", first_seen_at=now - datetime.timedelta(hours=1))
+    failed = DeliveryFactory(status="failed", error="nope", first_seen_at=now)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.sweep_deliveries(now) == {"pending": 1, "failed": 1}
+        assert services.sweep_deliveries(now) == {"pending": 0, "failed": 0}
+    assert [kw["delivery"].pk for kw in sent(signal_log, "delivery_pending")] == [old.pk]
+    assert sent(signal_log, "delivery_pending")[0]["pending_for"] == pytest.approx(61, abs=1)
+    assert [kw["delivery"].pk for kw in sent(signal_log, "delivery_failed")] == [failed.pk]
