@@ -41,6 +41,8 @@ def parse_sse(chunks: Iterable[bytes | str]) -> Iterator[ServerSentEvent]:
 
     def lines_of(text: str) -> Iterator[str]:
         nonlocal buffer, pending_cr
+        if not text:  # an empty chunk (or a partial character) must not forget a trailing CR
+            return
         if pending_cr and text.startswith("\n"):
             text = text[1:]
         pending_cr = False
