@@ -38,12 +38,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     else:
         for key, definition in definitions.items():
             for field in ("api_key", "assistant_id"):
-                if not isinstance(definition, dict) or field not in definition:
+                if not isinstance(definition, dict) or not definition.get(field):
                     errors.append(
                         Error(
                             f"Assistant definition {key!r} has no {field!r}.",
-                            hint=f'Add "{field}" to NITRO_ASSISTANTS["DEFINITIONS"][{key!r}] '
-                            '(use "" for a server that needs no key).',
+                            hint=f'Set "{field}" in NITRO_ASSISTANTS["DEFINITIONS"][{key!r}].',
                             id="nitro_assistants.E003",
                         )
                     )

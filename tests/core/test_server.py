@@ -1,0 +1,129 @@
+"""Services in this process against the real LangGraph server (no worker): the mirror matches."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+from django.db import connection
+
+import nitro_assistants
+from nitro_assistants import services
+from nitro_assistants.models import Decision, Delivery, Review, Run
+from tests.core.conftest import sent
+
+pytestmark = [pytest.mark.server, pytest.mark.django_db]
+
+MOVE = 'tools: [{"name": "reschedule_appointment", "args": {"appointment_id": 42, "day": "Tuesday", "time": "10:00"}}]'
+
+
+def run_now(thread: Any, message: str, capture: Any) -> Run:
+    """start_run, then the task's work right here (the enqueued task is not sent)."""
+    with capture(execute=True):
+        run = services.start_run(thread, message)
+    with capture(execute=True):
+        return services.execute_run(run.pk)
+
+
+def test_new_message_supersedes_the_pending_review(
+    server_settings: Any,
+    enqueued: list[Any],
+    signal_log: list[Any],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    run = run_now("walkthrough", MOVE, django_capture_on_commit_callbacks)
+    assert run.status == Run.Status.INTERRUPTED
+    review = Review.objects.get(status="pending")
+    remote = nitro_assistants.assistants()["walkthrough"].under_review(
+        thread_id=str(run.thread.thread_id)
+    )
+    assert remote is not None
+    assert review.interrupt_ids == remote.interrupt_ids
+    assert review.tool_calls == remote.tool_calls
+
+    run = run_now(run.thread, "reply: Never mind, keep Monday.", django_capture_on_commit_callbacks)
+    review.refresh_from_db()
+    assert review.status == Review.Status.SUPERSEDED
+    assert len(sent(signal_log, "review_superseded")) == 1
+    # The server dropped the pause too: the new run paused on its reply draft instead.
+    new = Review.objects.get(status="pending")
+    assert new.kind == "reply"
+    assert new.reply is not None
+    assert new.reply["content"] == "Never mind, keep Monday."
+    assert len(sent(signal_log, "review_requested")) == 2
+
+
+def test_failed_delivery_is_signalled_once(
+    server_settings: Any,
+    enqueued: list[Any],
+    signal_log: list[Any],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    run = run_now("walkthrough", "reply: FAIL this one", django_capture_on_commit_callbacks)
+    review = Review.objects.get(status="pending", kind="reply")
+    with django_capture_on_commit_callbacks(execute=True):
+        decision = services.decide(review, None, {"reply": {"action": "approve"}})
+    with django_capture_on_commit_callbacks(execute=True):
+        services.execute_resume(decision.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.sync_thread(run.thread)
+        services.sweep_deliveries()
+    delivery = Delivery.objects.get()
+    assert delivery.status == "failed"
+    assert "SMS gateway refused" in delivery.error
+    assert [kw["delivery"] for kw in sent(signal_log, "delivery_failed")] == [delivery]
+    assert sent(signal_log, "delivery_delivered") == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eight_reviewers_deciding_at_once_make_one_decision(
+    server_settings: Any, enqueued: list[Any], django_user_model: Any
+) -> None:
+    run = run_now("walkthrough", MOVE, lambda execute: _Immediate())
+    review = Review.objects.get(status="pending")
+    users = [django_user_model.objects.create(username=f"reviewer{i}") for i in range(8)]
+    barrier = threading.Barrier(8)
+    outcomes: list[str] = []
+
+    def decide(user: Any) -> None:
+        barrier.wait()
+        try:
+            services.decide(
+                review.pk,
+                user,
+                {"tool_calls": [{"id": review.tool_calls[0]["id"], "action": "approve"}]},
+            )
+            outcomes.append("decided")
+        except services.ReviewNotPendingError as exc:
+            outcomes.append(str(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=decide, args=(user,)) for user in users]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert Counter(outcomes) == {"decided": 1, f"Review #{review.pk} was already decided.": 7}
+    decision = Decision.objects.get()
+    resumes = [args for name, args in enqueued if name == "nitro_assistants.resume_thread"]
+    assert resumes == [(decision.pk,)]
+    services.execute_resume(decision.pk)
+    remote = nitro_assistants.assistants()["walkthrough"].list_runs(
+        thread_id=str(run.thread.thread_id)
+    )
+    assert [
+        r["metadata"].get("reviewer_id") for r in remote if r["metadata"].get("reviewer_id")
+    ] == [decision.reviewer_id]
+
+
+class _Immediate:
+    """on_commit already runs callbacks at commit with a transactional database."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
