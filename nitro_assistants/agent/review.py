@@ -73,8 +73,8 @@ def _reviewer(decision: dict[str, Any]) -> dict[str, Any]:
 class ReviewState(AgentState[Any]):
     """The agent state with the reply-review log."""
 
-    hitl_edited_tool_calls: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
-    reply_reviews: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
+    hitl_edited_tool_calls: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]  # type: ignore[valid-type]
+    reply_reviews: NotRequired[Annotated[list[dict[str, Any]], operator.add]]  # type: ignore[valid-type]
     """One entry per reply decision: who, when, what; a rejection's reason lives only here."""
 
 
