@@ -20,7 +20,7 @@ from pathlib import Path
 import requests
 
 GRAPHS = Path(__file__).parent / "graphs" / "agents.py"
-GRAPH_NAMES = ("walkthrough", "tools", "per_call", "plain")
+GRAPH_NAMES = ("walkthrough", "tools", "per_call", "plain", "interactions")
 BIN = Path(sys.executable).parent
 
 

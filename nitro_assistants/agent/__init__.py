@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from nitro_assistants.agent.delivery import DeliveryMiddleware
+from nitro_assistants.agent.interactions import ask_reader, request_interaction
 from nitro_assistants.agent.review import REPLY, ReviewMiddleware
 
-__all__ = ["REPLY", "DeliveryMiddleware", "ReviewMiddleware"]
+__all__ = ["REPLY", "DeliveryMiddleware", "ReviewMiddleware", "ask_reader", "request_interaction"]

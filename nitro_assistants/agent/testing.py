@@ -8,6 +8,9 @@ same double. It reads the last message and answers by a small script:
 - ``error: <text>`` → raises ``ValueError(<text>)`` inside the graph (a failed run);
 - "... move my appointment to <Day> ..." → a ``reschedule_appointment`` call for appointment 42;
 - any other human text → ``You said: <text>``;
+- ``ask: {"kind": ..., "title": ..., "content": ..., "interaction_id"?: ...}`` → an ``ask_reader``
+  call (a typed interaction, see :mod:`nitro_assistants.agent.interactions`); when the reader asks
+  for a revision, the model asks again under the same interaction id with ``(revised)`` in the title;
 - after tool results → ``Done! <each tool result>``.
 """
 
@@ -59,6 +62,10 @@ class ScriptedChatModel(BaseChatModel):
     def answer(self, messages: list[BaseMessage]) -> AIMessage:
         turn = len(messages)
         last = messages[-1] if messages else None
+        if isinstance(last, ToolMessage) and last.name == "ask_reader":
+            revised = self._revise(messages, last)
+            if revised is not None:
+                return revised
         if isinstance(last, ToolMessage):
             results = []
             for message in reversed(messages):
@@ -76,6 +83,12 @@ class ScriptedChatModel(BaseChatModel):
                     for i, c in enumerate(calls)
                 ],
             )
+        if text.startswith("ask:"):
+            args = json.loads(text.removeprefix("ask:"))
+            return AIMessage(
+                content="I need your input.",
+                tool_calls=[{"id": f"call-{turn}-0", "name": "ask_reader", "args": args}],
+            )
         if text.startswith("reply:"):
             return AIMessage(content=text.removeprefix("reply:").strip())
         if text.startswith("error:"):
@@ -89,3 +102,33 @@ class ScriptedChatModel(BaseChatModel):
                 ],
             )
         return AIMessage(content=f"You said: {text}")
+
+    def _revise(self, messages: list[BaseMessage], result: ToolMessage) -> AIMessage | None:
+        try:
+            decision = json.loads(_text(result))
+        except ValueError:
+            return None
+        if decision.get("decision") != "request_revision":
+            return None
+        asked = next(
+            (
+                call
+                for message in reversed(messages)
+                if isinstance(message, AIMessage)
+                for call in message.tool_calls
+                if call["id"] == result.tool_call_id
+            ),
+            None,
+        )
+        if asked is None:
+            return None
+        args = dict(asked["args"])
+        if not args.get("interaction_id"):
+            return None
+        args["title"] = f"{str(args.get('title', '')).removesuffix(' (revised)')} (revised)"
+        if decision.get("note"):
+            args["summary"] = f"Revised: {decision['note']}"
+        return AIMessage(
+            content="Here is a revised version.",
+            tool_calls=[{"id": f"call-{len(messages)}-0", "name": "ask_reader", "args": args}],
+        )

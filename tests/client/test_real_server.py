@@ -561,3 +561,76 @@ def test_stream_yields_the_runs_events(client: Assistants) -> None:
     assert kinds[0] == "metadata" and "updates" in kinds
     assert events[-1].event == "values"
     assert events[-1].data["messages"][-1]["content"] == "streamed"
+
+
+def _ask(interaction: dict[str, Any]) -> dict[str, str]:
+    return {"role": "user", "content": f"ask: {json.dumps(interaction)}"}
+
+
+QUESTION = {
+    "kind": "question",
+    "title": "Which day suits you?",
+    "interaction_id": "int-day",
+    "content": [
+        {
+            "questionId": "day",
+            "prompt": "Pick a day",
+            "input": "single_select",
+            "options": [
+                {"optionId": "tue", "label": "Tuesday"},
+                {"optionId": "fri", "label": "Friday"},
+            ],
+        }
+    ],
+}
+
+
+def test_typed_interaction_is_read_and_answered(client: Assistants) -> None:
+    thread_id = str(uuid.uuid4())
+    result = client.run(thread_id=thread_id, assistant_id="interactions", messages=[_ask(QUESTION)])
+    review = result.review
+    assert review is not None and review.kind == "question" and review.mode == "interaction"
+    assert review.interaction["interactionId"] == "int-day"
+    assert review.interaction["questions"][0]["questionId"] == "day"
+    with pytest.raises(ThreadResumptionError, match="paused on question"):
+        client.review(
+            thread_id=thread_id,
+            assistant_id="interactions",
+            reviewer_id="jane",
+            interrupt_id=review.interrupt_id,
+            reply={"action": "approve"},
+        )
+    answer = {"decision": "answer", "answers": [{"questionId": "day", "optionIds": ["tue"]}]}
+    done = client.review(
+        thread_id=thread_id,
+        assistant_id="interactions",
+        reviewer_id="jane",
+        interrupt_id=review.interrupt_id,
+        answer=answer,
+    )
+    assert done.interrupted is False
+    assert json.loads(done.reply.removeprefix("Done! ")) == answer
+
+
+def test_revision_request_brings_a_new_revision_of_the_same_interaction(client: Assistants) -> None:
+    plan = {
+        "kind": "plan",
+        "title": "Move the appointment",
+        "interaction_id": "int-plan",
+        "content": {"steps": [{"stepId": "s1", "title": "Reschedule", "action": "crm.reschedule"}]},
+    }
+    thread_id = str(uuid.uuid4())
+    first = client.run(thread_id=thread_id, assistant_id="interactions", messages=[_ask(plan)])
+    assert first.review is not None and first.review.kind == "plan"
+    second = client.review(
+        thread_id=thread_id,
+        assistant_id="interactions",
+        reviewer_id="jane",
+        interrupt_id=first.review.interrupt_id,
+        answer={"decision": "request_revision", "note": "Friday instead"},
+    )
+    assert second.review is not None and second.review.kind == "plan"
+    assert second.review.interrupt_id != first.review.interrupt_id
+    assert second.review.interaction["interactionId"] == "int-plan"
+    assert second.review.interaction["title"] == "Move the appointment (revised)"
+    assert second.review.interaction["summary"] == "Revised: Friday instead"

@@ -6,6 +6,7 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 
 from nitro_assistants.agent import DeliveryMiddleware, ReviewMiddleware
+from nitro_assistants.agent.interactions import ask_reader
 from nitro_assistants.agent.testing import ScriptedChatModel
 
 
@@ -67,3 +68,5 @@ per_call = create_agent(
 )
 
 plain = create_agent(ScriptedChatModel(), tools=TOOLS)
+
+interactions = create_agent(ScriptedChatModel(), tools=[*TOOLS, ask_reader])
