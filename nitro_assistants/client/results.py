@@ -174,23 +174,33 @@ def _batched_tool_calls(
     previous = _previous_id(messages, index)
     used: set[int] = set()
 
-    def find(name: str, args: Any) -> int | None:
-        for exact in (True, False):
-            for i, call in enumerate(calls):
-                if i in used or call.get("name") != name:
-                    continue
-                if exact and call.get("args") != args:
-                    continue
-                return i
+    def find(name: Any, args: Any, exact: bool) -> int | None:
+        for i, call in enumerate(calls):
+            if i in used or call.get("name") != name:
+                continue
+            if exact and call.get("args") != args:
+                continue
+            return i
         return None
+
+    # Exact matches first for every request, so that a request matched by name alone cannot
+    # take the call another request matches exactly.
+    matched: dict[int, int] = {}
+    for exact in (True, False):
+        for position, request in enumerate(requests):
+            if position in matched:
+                continue
+            found = find(request.get("name"), request.get("args"), exact)
+            if found is not None:
+                matched[position] = found
+                used.add(found)
 
     out = []
     for position, request in enumerate(requests):
         name = request.get("name")
-        found = find(name, request.get("args"))
+        found = matched.get(position)
         if found is None:
             raise ReviewShapeError(f"the interrupt holds `{name}`, which no tool call matches")
-        used.add(found)
         config: dict[str, Any] = configs[position] if position < len(configs) else {}
         if not config or config.get("action_name") != name:
             config = next((c for c in configs if c.get("action_name") == name), {})
