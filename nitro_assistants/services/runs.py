@@ -95,7 +95,13 @@ def run_from_webhook_token(token: str) -> uuid.UUID:
 
 def find_remote_run(assistant: Any, thread_id: str, match: dict[str, str]) -> dict[str, Any] | None:
     """The server's run whose metadata carries every ``match`` item, if any."""
-    for remote in assistant.list_runs(thread_id=thread_id):
+    try:
+        remotes = assistant.list_runs(thread_id=thread_id)
+    except NitroAssistantsError as exc:
+        if getattr(exc, "status_code", None) == 404:  # no thread yet: no run either
+            return None
+        raise
+    for remote in remotes:
         sources = [remote.get("metadata") or {}]
         config = (remote.get("kwargs") or {}).get("config") or {}
         sources.append(config.get("metadata") or {})

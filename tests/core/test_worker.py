@@ -1,0 +1,145 @@
+"""Through a real Celery worker, on real Redis and Postgres, against the real server."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+import nitro_assistants
+from nitro_assistants import services, tasks
+from nitro_assistants.models import Decision, Delivery, Review, Run, Thread
+from tests.core.conftest import wait_for
+
+pytestmark = [pytest.mark.server, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def assistant(server_settings: Any, celery_worker: Any) -> Any:
+    return nitro_assistants.assistants()["walkthrough"]
+
+
+def pending_review(thread: Thread, kind: str) -> Review:
+    return wait_for(
+        lambda: Review.objects.filter(thread=thread, status="pending", kind=kind).first(), 30
+    )
+
+
+def remote_runs(assistant: Any, thread: Thread, key: str, value: str) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in assistant.list_runs(thread_id=str(thread.thread_id))
+        if (r.get("metadata") or {}).get(key) == value
+    ]
+
+
+def assert_mirrors(thread: Thread, assistant: Any) -> None:
+    thread.refresh_from_db()
+    assert thread.messages == assistant.thread_messages(thread_id=str(thread.thread_id))
+    remote = assistant.under_review(thread_id=str(thread.thread_id))
+    local = thread.reviews.filter(status="pending").first()
+    assert (local.interrupt_ids if local else None) == (remote.interrupt_ids if remote else None)
+
+
+def test_full_loop_through_celery(assistant: Any, admin_user: Any) -> None:
+    run = services.start_run(
+        "walkthrough", "Can I move my appointment to Tuesday?", user=admin_user
+    )
+    thread = run.thread
+    review = pending_review(thread, "tool_calls")
+    assert review.tool_calls[0]["name"] == "reschedule_appointment"
+    assert_mirrors(thread, assistant)
+
+    services.decide(
+        review,
+        admin_user,
+        {"tool_calls": [{"id": review.tool_calls[0]["id"], "action": "approve"}]},
+    )
+    draft = pending_review(thread, "reply")
+    review.refresh_from_db()
+    assert review.status == "applied"
+    assert draft.reply is not None
+    assert draft.reply["content"].startswith("Done!")
+    assert_mirrors(thread, assistant)
+
+    services.decide(
+        draft, admin_user, {"reply": {"action": "edit", "content": "See you Tuesday at 10."}}
+    )
+    delivery = wait_for(lambda: Delivery.objects.filter(thread=thread, status="delivered").first())
+    assert delivery.content == "See you Tuesday at 10."
+    assert delivery.tool == "send_sms"
+    wait_for(lambda: Decision.objects.filter(review=draft, outcome="applied").exists())
+    assert_mirrors(thread, assistant)
+    thread.refresh_from_db()
+    assert thread.status == Thread.Status.IDLE
+    verbs = list(thread.events.values_list("verb", flat=True))
+    for verb, count in [
+        ("review_requested", 2),
+        ("review_decided", 2),
+        ("review_applied", 2),
+        ("delivery_delivered", 1),
+    ]:
+        assert verbs.count(verb) == count, verbs
+
+
+def test_tasks_delivered_twice_act_once(assistant: Any) -> None:
+    run = services.start_run("walkthrough", "Can I move my appointment to Tuesday?")
+    tasks.run_thread.delay(str(run.pk))  # the same run task, delivered again
+    tasks.run_thread.delay(str(run.pk))
+    review = pending_review(run.thread, "tool_calls")
+    time.sleep(1.5)  # let the extra deliveries finish
+    assert len(remote_runs(assistant, run.thread, "nitro_run_id", str(run.pk))) == 1
+
+    decision = services.decide(
+        review, None, {"tool_calls": [{"id": review.tool_calls[0]["id"], "action": "approve"}]}
+    )
+    tasks.resume_thread.delay(decision.pk)  # the same resume task, delivered again
+    tasks.resume_thread.delay(decision.pk)
+    wait_for(lambda: Decision.objects.filter(pk=decision.pk, outcome="applied").exists())
+    time.sleep(1.5)
+    assert len(remote_runs(assistant, run.thread, "reviewer_id", "system")) == 1
+    assert Run.objects.filter(thread=run.thread, kind="resume").count() == 1
+
+    # A worker that died after creating a remote run, before recording it: the redelivered task
+    # finds it by its metadata instead of starting another.
+    follow_up = services.start_run(run.thread, "reply: ok")
+    wait_for(lambda: Run.objects.get(pk=follow_up.pk).finished)
+    orphan = Run.objects.create(
+        thread=run.thread,
+        input={"messages": [{"role": "user", "content": "reply: again"}]},
+        status="running",
+        attempts=1,
+    )
+    assistant.start_run(
+        thread_id=str(run.thread.thread_id),
+        messages=orphan.input["messages"],
+        metadata={"nitro_run_id": str(orphan.pk)},
+        known_thread=True,
+    )
+    tasks.run_thread.delay(str(orphan.pk))
+    wait_for(lambda: Run.objects.get(pk=orphan.pk).finished)
+    assert len(remote_runs(assistant, run.thread, "nitro_run_id", str(orphan.pk))) == 1
+
+
+def test_server_down_during_a_resume_is_retried_until_applied(
+    assistant: Any, server_settings: Any
+) -> None:
+    run = services.start_run("walkthrough", "Can I move my appointment to Tuesday?")
+    review = pending_review(run.thread, "tool_calls")
+    proxy = server_settings
+    proxy.stop()
+    try:
+        decision = services.decide(
+            review, None, {"tool_calls": [{"id": review.tool_calls[0]["id"], "action": "approve"}]}
+        )
+        resume = decision.run
+        assert resume is not None
+        wait_for(lambda: Run.objects.get(pk=resume.pk).attempts >= 3, 30)
+        decision.refresh_from_db()
+        assert decision.outcome == Decision.Outcome.PENDING  # never lost, never failed
+    finally:
+        proxy.start()
+    wait_for(lambda: Decision.objects.filter(pk=decision.pk, outcome="applied").exists(), 30)
+    assert len(remote_runs(assistant, run.thread, "reviewer_id", "system")) == 1
+    assert pending_review(run.thread, "reply").reply is not None
