@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import datetime
+from io import StringIO
+from typing import Any
+
+import pytest
+from celery.exceptions import Retry
+from django.core.management import call_command
+from django.utils import timezone
+
+from nitro_assistants import services, tasks
+from nitro_assistants.exceptions import RunError
+from nitro_assistants.models import Delivery, Run
+from tests.core.conftest import FakeAssistant, reply_review, sent
+from tests.factories import DeliveryFactory, ThreadFactory
+
+
+def test_backoff_is_exponential_capped_and_jittered(settings: Any) -> None:
+    settings.NITRO_ASSISTANTS = {"TASK_RETRY_BACKOFF": 2, "TASK_RETRY_BACKOFF_MAX": 60}
+    for retries, ceiling in [(0, 2), (1, 4), (2, 8), (3, 16), (10, 60)]:
+        delays = {tasks.backoff(retries) for _ in range(50)}
+        assert all(ceiling / 2 <= d <= ceiling for d in delays)
+        assert len(delays) > 1  # jittered: workers retrying together spread out
+
+
+@pytest.mark.django_db
+def test_run_task_retries_transient_errors_then_fails_the_run(
+    fake_assistant: FakeAssistant,
+    enqueued: list[Any],
+    signal_log: list[Any],
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    run = services.start_run("walkthrough", "hello")
+
+    def down(**kwargs: Any) -> None:
+        raise RunError("502 Bad Gateway", transient=True)  # type: ignore[call-arg]
+
+    monkeypatch.setattr(fake_assistant, "start_run", down)
+    scheduled: list[dict[str, Any]] = []
+
+    def retry(**kwargs: Any) -> Retry:
+        scheduled.append(kwargs)
+        return Retry(exc=kwargs["exc"], when=kwargs["countdown"])
+
+    monkeypatch.setattr(tasks.run_thread, "retry", retry)
+    assert tasks.run_thread.apply(args=(str(run.pk),)).state == "RETRY"
+    assert len(scheduled) == 1
+    assert 0.5 <= scheduled[0]["countdown"] <= 1  # TASK_RETRY_BACKOFF = 1 in the test settings
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "TASK_MAX_RETRIES": 0}
+    with django_capture_on_commit_callbacks(execute=True):
+        assert tasks.run_thread.apply(args=(str(run.pk),)).get() == "failed"
+    run.refresh_from_db()
+    assert (run.status, run.error) == (Run.Status.FAILED, "502 Bad Gateway")
+    assert len(sent(signal_log, "run_failed")) == 1
+
+
+@pytest.mark.django_db
+def test_run_task_does_not_retry_other_errors(
+    fake_assistant: FakeAssistant, enqueued: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = services.start_run("walkthrough", "hello")
+
+    def broken(**kwargs: Any) -> None:
+        raise ValueError("a bug, not an outage")
+
+    monkeypatch.setattr(fake_assistant, "start_run", broken)
+    outcome = tasks.run_thread.apply(args=(str(run.pk),))
+    assert outcome.state == "FAILURE"
+    assert isinstance(outcome.result, ValueError)
+
+
+@pytest.mark.django_db
+def test_sync_command_syncs_the_threads_asked_for(fake_assistant: FakeAssistant) -> None:
+    threads = [ThreadFactory(), ThreadFactory(), ThreadFactory(assistant_key="plain")]
+    fake_assistant.pending = reply_review()
+    out = StringIO()
+    call_command("nitro_assistants_sync", "--assistant", "walkthrough", stdout=out)
+    assert "[##############################] 2/2" in out.getvalue()
+    assert "Synced 2 of 2 thread(s)." in out.getvalue()
+    assert [t.reviews.count() for t in threads] == [1, 1, 0]
+    out = StringIO()
+    call_command("nitro_assistants_sync", str(threads[2].thread_id), "--no-progress", stdout=out)
+    assert out.getvalue().strip() == "Synced 1 of 1 thread(s)."
+
+
+@pytest.mark.django_db
+def test_sweep_command(settings: Any) -> None:
+    DeliveryFactory(first_seen_at=timezone.now() - datetime.timedelta(hours=1))
+    DeliveryFactory(status=Delivery.Status.FAILED)
+    out = StringIO()
+    call_command("nitro_assistants_sweep", stdout=out)
+    assert out.getvalue().strip() == "1 pending past the limit, 1 failed, alerted."
+    assert not Delivery.objects.filter(alerted_at__isnull=True).exists()
