@@ -1,6 +1,6 @@
-"""Our ``Assistants.run(..., known_thread=True)`` against ``langgraph_sdk``'s sync ``runs.wait``.
+"""Our `Assistants.run(..., known_thread=True)` against `langgraph_sdk`'s sync `runs.wait`.
 
-Both run the same graph on the same threads of one real ``langgraph dev`` server, interleaved
+Both run the same graph on the same threads of one real `langgraph dev` server, interleaved
 (which goes first alternates every round), with the same request body. Prints the medians and
 the ratio ours / SDK; the goal is ≤ 1.05. Prints figures only.
 

@@ -1,6 +1,6 @@
-"""HTTP requests per client operation, against a real ``langgraph dev`` server.
+"""HTTP requests per client operation, against a real `langgraph dev` server.
 
-Counts what ``Assistants.transport.requests_sent`` records for each operation and prints it next
+Counts what `Assistants.transport.requests_sent` records for each operation and prints it next
 to the Ruby client's sequence (nitro_intelligence 4.1) and the goal. Prints figures only.
 
     .venv/bin/python bench/requests_per_call.py

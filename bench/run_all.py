@@ -1,0 +1,77 @@
+"""Run every benchmark in bench/ (each as a subprocess) and write their output to docs/benchmarks.md.
+
+.venv/bin/python bench/run_all.py            # full runs
+.venv/bin/python bench/run_all.py --quick    # client_overhead with --runs 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+OUTPUT = ROOT / "docs" / "benchmarks.md"
+SKIP = {"__init__.py", "run_all.py"}
+QUICK_ARGS = {"client_overhead.py": ["--runs", "10"]}
+
+
+def benches() -> list[Path]:
+    return sorted(
+        p for p in BENCH.glob("*.py") if p.name not in SKIP and not p.name.startswith("_")
+    )
+
+
+def run(path: Path, quick: bool) -> tuple[int, str, float]:
+    command = [sys.executable, str(path), *(QUICK_ARGS.get(path.name, []) if quick else [])]
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    output = done.stdout.strip()
+    if done.returncode != 0:
+        output += f"\n\n**Failed with exit code {done.returncode}:**\n\n```\n{done.stderr.strip()[-4000:]}\n```"
+    return done.returncode, output, time.monotonic() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer runs where a bench allows it")
+    parser.add_argument("--output", type=Path, default=OUTPUT)
+    args = parser.parse_args()
+
+    sections = []
+    failed = 0
+    for path in benches():
+        print(f"running {path.name} …", flush=True)
+        code, output, seconds = run(path, args.quick)
+        failed += code != 0
+        doc = (path.read_text().split('"""')[1].strip().splitlines() or [""])[0]
+        sections.append(
+            f"## `bench/{path.name}`\n\n{doc}\n\n{output}\n\n"
+            f"_`{' '.join(['.venv/bin/python', f'bench/{path.name}', *(QUICK_ARGS.get(path.name, []) if args.quick else [])])}`"
+            f" took {seconds:.0f} s._\n"
+        )
+        print(output, flush=True)
+
+    head = (
+        "# Benchmarks\n\n"
+        "Written by `bench/run_all.py`; each bench starts its own `langgraph dev` server "
+        "(in-memory runtime, scripted model) and prints figures only, no assertions.\n\n"
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()} "
+        f"({platform.system()}, Python {platform.python_version()})"
+        f"{', quick mode' if args.quick else ''}.\n\n"
+    )
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(head + "\n".join(sections))
+    print(
+        f"wrote {args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output}"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
