@@ -515,3 +515,80 @@ def test_per_call_resume_answers_every_interrupt_without_wrapper(mock, client):
         PER_CALL_IDS[0]: {"type": "approve", "reviewer_id": "jane", "reviewed_at": WHEN},
         PER_CALL_IDS[1]: {"type": "reject", "reviewer_id": "jane", "reviewed_at": WHEN},
     }
+
+
+# -- streams and background runs ------------------------------------------------------------
+
+
+def test_stream_body_and_events(mock, client):
+    mock.post(
+        f"{BASE}/threads/{THREAD}/runs/stream",
+        body=sse(("metadata", {"run_id": "r-1"}), ("values", FINAL)) + ": done\n\n",
+        content_type="text/event-stream",
+    )
+    events = list(
+        client.stream(THREAD, ASSISTANT, [*HISTORY, USER], stream_mode=["values", "updates"])
+    )
+    assert body(mock.calls[0]) == run_body(
+        USER, if_not_exists="create", stream_mode=["values", "updates"]
+    )
+    assert [(e.event, e.data) for e in events] == [
+        ("metadata", {"run_id": "r-1"}),
+        ("values", FINAL),
+    ]
+
+
+def test_stream_with_a_command_does_not_create_the_thread(mock, client):
+    mock.post(f"{BASE}/threads/{THREAD}/runs/stream", body="")
+    command = {"resume": {INTERRUPT: {"decisions": [{"type": "approve"}]}}}
+    assert list(client.stream(THREAD, ASSISTANT, command=command, stream_mode="updates")) == []
+    sent = body(mock.calls[0])
+    assert sent["command"] == command
+    assert sent["input"] is None
+    assert sent["stream_mode"] == ["updates"]
+    assert "if_not_exists" not in sent
+
+
+def test_start_run_body(mock, client):
+    mock.post(
+        f"{BASE}/threads/{THREAD}/runs",
+        json={"run_id": "r-7", "status": "pending"},
+    )
+    run = client.start_run(
+        THREAD, ASSISTANT, [USER], metadata={"run_key": "k-1"}, webhook="https://site/hook"
+    )
+    assert run == {"run_id": "r-7", "status": "pending"}
+    meta = {"user_id": "u1", "run_key": "k-1"}
+    assert body(mock.calls[0]) == {
+        "assistant_id": ASSISTANT,
+        "input": {"messages": [USER]},
+        "context": {},
+        "metadata": meta,
+        "config": {"metadata": meta},
+        "webhook": "https://site/hook",
+        "if_not_exists": "create",
+    }
+
+
+def test_join_run_reads_the_pause_from_the_state(mock, client):
+    held = {"id": "call-1", "name": "cancel", "args": {"appointment_id": 1}}
+    messages = [
+        {"type": "human", "id": "h-1", "content": "cancel"},
+        {"type": "ai", "id": "a-1", "content": "", "tool_calls": [held]},
+    ]
+    interrupt = {
+        "id": INTERRUPT,
+        "value": {
+            "action_requests": [{"name": "cancel", "args": held["args"]}],
+            "review_configs": [{"action_name": "cancel", "allowed_decisions": ["approve"]}],
+        },
+    }
+    mock.get(f"{BASE}/threads/{THREAD}/runs/r-7/join", json={"messages": messages})
+    mock.get(
+        f"{BASE}/threads/{THREAD}/state",
+        json={"values": {"messages": messages}, "interrupts": [interrupt]},
+    )
+    result = client.join_run(THREAD, "r-7")
+    assert result.interrupted is True
+    assert result.review.tool_calls[0]["id"] == "call-1"
+    assert result.run_id == "r-7"
