@@ -526,9 +526,7 @@ def test_stream_body_and_events(mock, client):
         body=sse(("metadata", {"run_id": "r-1"}), ("values", FINAL)) + ": done\n\n",
         content_type="text/event-stream",
     )
-    events = list(
-        client.stream(THREAD, ASSISTANT, [*HISTORY, USER], stream_mode=["values", "updates"])
-    )
+    events = list(client.stream(THREAD, ASSISTANT, [USER], stream_mode=["values", "updates"]))
     assert body(mock.calls[0]) == run_body(
         USER, if_not_exists="create", stream_mode=["values", "updates"]
     )
