@@ -48,6 +48,11 @@ def _debug_logs(caplog):
     # tests/settings.py sets the package logger to WARNING: open it (and the root) to DEBUG.
     caplog.set_level(logging.DEBUG)
     caplog.set_level(logging.DEBUG, logger="nitro_assistants")
+    yield
+    # Whatever the test did, no log record carries the key.
+    for record in caplog.records:
+        assert KEY not in record.getMessage()
+        assert KEY not in str(record.args)
 
 
 def assert_no_key(*texts):
@@ -131,6 +136,31 @@ def test_get_gives_up_on_persistent_503_with_its_detail(mock, client):
     assert len(mock.calls) == 4
     assert caught.value.transient is True
     assert caught.value.status_code == 503
+
+
+def test_backoff_doubles_between_attempts(mock, monkeypatch):
+    slept = []
+    monkeypatch.setattr("nitro_assistants.client.http.time.sleep", slept.append)
+    mock.get(STATE_URL, status=503)
+    client = Assistants(BASE, KEY, retries=3, backoff=0.5)
+    with pytest.raises(ThreadStateError):
+        client.thread_state(THREAD)
+    assert len(mock.calls) == 4
+    assert len(slept) == 3
+    # Exponential with up to 50 % jitter: 0.5, 1, 2 seconds (plus jitter).
+    for delay, base in zip(slept, (0.5, 1.0, 2.0), strict=True):
+        assert base <= delay <= base * 1.5
+
+
+def test_post_runs_wait_never_slept_or_retried(mock, monkeypatch):
+    slept = []
+    monkeypatch.setattr("nitro_assistants.client.http.time.sleep", slept.append)
+    mock.post(WAIT_URL, body=requests.exceptions.ConnectionError("reset"))
+    with pytest.raises(RunError) as caught:
+        Assistants(BASE, KEY, backoff=1.0).run(THREAD, ASSISTANT, [USER], known_thread=True)
+    assert caught.value.transient is True
+    assert len(mock.calls) == 1
+    assert slept == []
 
 
 def test_retries_zero_sends_once(mock):
