@@ -1,64 +1,23 @@
-"""Read-only registrations: every record here is written by the services. The review screens
-(deciding from the admin) come with their own issue."""
+"""The admin: the review queue and review screens (``reviews``), threads and runs (``threads``),
+deliveries and the audit trail. Importing each module registers its ``ModelAdmin``s.
+
+Every record here is written by the services; the only thing staff do is decide reviews (with
+the ``nitro_assistants.decide_review`` permission), which goes through
+:func:`nitro_assistants.services.decide`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from nitro_assistants.admin import deliveries, events, reviews, threads
+from nitro_assistants.admin.forms import DECISION_FORMS, register_decision_form
+from nitro_assistants.admin.options import ReadOnlyAdmin
 
-from django.contrib import admin
-from django.http import HttpRequest
-
-from nitro_assistants.models import Decision, Delivery, Event, Review, Run, Thread
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-@admin.register(Thread)
-class ThreadAdmin(ReadOnlyAdmin):
-    list_display = ["thread_id", "assistant_key", "status", "created_at", "synced_at"]
-    list_filter = ["status", "assistant_key"]
-    search_fields = ["thread_id"]
-
-
-@admin.register(Run)
-class RunAdmin(ReadOnlyAdmin):
-    list_display = ["id", "thread", "kind", "status", "attempts", "created_at"]
-    list_filter = ["kind", "status"]
-    list_select_related = ["thread"]
-
-
-@admin.register(Review)
-class ReviewAdmin(ReadOnlyAdmin):
-    list_display = ["pk", "thread", "kind", "status", "requested_at"]
-    list_filter = ["kind", "status", "thread__assistant_key"]
-    list_select_related = ["thread"]
-    ordering = ["requested_at"]
-
-
-@admin.register(Decision)
-class DecisionAdmin(ReadOnlyAdmin):
-    list_display = ["pk", "review", "reviewer_id", "outcome", "decided_at"]
-    list_filter = ["outcome"]
-
-
-@admin.register(Delivery)
-class DeliveryAdmin(ReadOnlyAdmin):
-    list_display = ["message_id", "thread", "tool", "status", "attempts", "first_seen_at"]
-    list_filter = ["status", "tool"]
-    list_select_related = ["thread"]
-
-
-@admin.register(Event)
-class EventAdmin(ReadOnlyAdmin):
-    list_display = ["at", "thread", "verb", "actor"]
-    list_filter = ["verb"]
-    list_select_related = ["thread", "actor"]
+__all__ = [
+    "DECISION_FORMS",
+    "ReadOnlyAdmin",
+    "deliveries",
+    "events",
+    "register_decision_form",
+    "reviews",
+    "threads",
+]

@@ -1,0 +1,161 @@
+"""What a reviewer reads: the mirrored conversation cut at the held call, and short summaries.
+
+Everything here returns plain data (strings, dicts); templates escape it. Nothing builds HTML.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from nitro_assistants.client.results import message_text
+from nitro_assistants.models import Review
+
+ROLES = {
+    "human": "human",
+    "user": "human",
+    "ai": "ai",
+    "assistant": "ai",
+    "AIMessage": "ai",
+    "AIMessageChunk": "ai",
+    "tool": "tool",
+    "system": "system",
+}
+
+
+def pretty_json(value: Any) -> str:
+    """Arguments as a reader wants them: indented, keys in the model's order, unicode kept."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def short_json(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def first_line(text: str, limit: int = 100) -> str:
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+@dataclass
+class ShownCall:
+    id: str
+    name: str
+    args: str
+    held: bool = False
+
+
+@dataclass
+class ShownMessage:
+    """One message of the conversation as the templates draw it."""
+
+    role: str  # human | ai | tool | system
+    id: str
+    text: str
+    tool_calls: list[ShownCall] = field(default_factory=list)
+    tool_call_id: str = ""
+    tool_name: str = ""
+    status: str = ""
+    held: bool = False
+    review_stamp: str = ""
+    delivery: str = ""
+
+
+def show_message(message: dict[str, Any], held_ids: frozenset[str] = frozenset()) -> ShownMessage:
+    role = ROLES.get(str(message.get("type") or message.get("role") or ""), "system")
+    calls = [
+        ShownCall(
+            id=str(call.get("id") or ""),
+            name=str(call.get("name") or ""),
+            args=pretty_json(call.get("args") or {}),
+            held=str(call.get("id") or "") in held_ids,
+        )
+        for call in message.get("tool_calls") or []
+        if isinstance(call, dict)
+    ]
+    metadata = message.get("response_metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    review = metadata.get("review")
+    review = review if isinstance(review, dict) else {}
+    delivery = metadata.get("delivery")
+    delivery = delivery if isinstance(delivery, dict) else {}
+    return ShownMessage(
+        role=role,
+        id=str(message.get("id") or ""),
+        text=message_text(message),
+        tool_calls=calls,
+        tool_call_id=str(message.get("tool_call_id") or ""),
+        tool_name=str(message.get("name") or ""),
+        status=str(message.get("status") or ""),
+        held=any(call.held for call in calls),
+        review_stamp=str(review.get("type") or ""),
+        delivery=str(delivery.get("status") or ""),
+    )
+
+
+def _index_of(messages: list[dict[str, Any]], message_id: Any) -> int | None:
+    if not message_id:
+        return None
+    for index, message in enumerate(messages):
+        if message.get("id") == message_id:
+            return index
+    return None
+
+
+def held_conversation(review: Review) -> list[ShownMessage]:
+    """The thread's mirrored messages up to what ``review`` holds.
+
+    Tool calls: up to and including the AI message that made the held calls (found by call id,
+    else the message after ``previous_message_id``). Reply: the messages before the draft; the
+    draft itself is shown by the reply form. The snapshot may have moved on since the pause, so
+    the cut is by id, never by position from the end.
+    """
+    messages = [m for m in review.thread.messages if isinstance(m, dict)]
+    if review.kind == Review.Kind.TOOL_CALLS:
+        held_ids = frozenset(str(call.get("id")) for call in review.tool_calls)
+        end = None
+        for index, message in enumerate(messages):
+            ids = {str(c.get("id")) for c in message.get("tool_calls") or [] if isinstance(c, dict)}
+            if ids & held_ids:
+                end = index + 1
+                break
+        if end is None and review.tool_calls:
+            previous = _index_of(messages, review.tool_calls[0].get("previous_message_id"))
+            if previous is not None:
+                end = min(previous + 2, len(messages))
+        return [show_message(m, held_ids) for m in messages[:end]]
+    if review.kind == Review.Kind.REPLY:
+        draft = review.reply or {}
+        end = _index_of(messages, draft.get("message_id"))
+        if end is None and messages and ROLES.get(str(messages[-1].get("type"))) == "ai":
+            end = len(messages) - 1
+        return [show_message(m) for m in messages[:end]]
+    return [show_message(m) for m in messages]
+
+
+def held_summary(review: Review) -> str:
+    """One line for the queue: the held calls in short, or the reply's first line."""
+    if review.kind == Review.Kind.TOOL_CALLS:
+        return "; ".join(
+            f"{call.get('name')}({short_json(call.get('args') or {}, 60)[1:-1]})"
+            for call in review.tool_calls
+        )
+    if review.kind == Review.Kind.REPLY:
+        return first_line(str((review.reply or {}).get("content") or ""))
+    interaction = review.payload.get("interaction") if isinstance(review.payload, dict) else None
+    if isinstance(interaction, dict):
+        return first_line(str(interaction.get("title") or interaction.get("summary") or ""))
+    return ""
+
+
+def review_digest(review: Review) -> str:
+    """What the form was rendered from: the interaction's digest, else the payload's SHA-256."""
+    if review.digest:
+        return review.digest
+    canonical = json.dumps(
+        review.payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -1,0 +1,315 @@
+"""Decision forms, one class per review kind, found through :data:`DECISION_FORMS`.
+
+A decision form reads one POST and turns it into the ``decision`` mapping that
+:func:`nitro_assistants.services.decide` takes. Typed interactions (question, blueprint, plan)
+register theirs with :func:`register_decision_form` and get the same stale check, permission
+check and audit trail from the review screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext_lazy as _
+
+from nitro_assistants.admin.conversation import review_digest
+from nitro_assistants.models import Review
+
+ACTION_LABELS = {
+    "approve": _("Approve"),
+    "edit": _("Edit"),
+    "reject": _("Reject"),
+    "respond": _("Respond"),
+}
+
+
+class StampForm(forms.Form):
+    """What the decision form was rendered from. A different value means the form is stale."""
+
+    interrupt_id = forms.CharField(widget=forms.HiddenInput, required=False)
+    revision = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
+    digest = forms.CharField(widget=forms.HiddenInput, max_length=128)
+
+    @classmethod
+    def for_review(cls, review: Review) -> StampForm:
+        return cls(
+            initial={
+                "interrupt_id": review.interrupt_id or "",
+                "revision": review.revision,
+                "digest": review_digest(review),
+            }
+        )
+
+    def matches(self, review: Review) -> bool:
+        """True when the form was rendered from ``review`` as it is now."""
+        if not self.is_valid():
+            return False
+        data = self.cleaned_data
+        return (
+            (data["interrupt_id"] or "") == (review.interrupt_id or "")
+            and data["revision"] == review.revision
+            and data["digest"] == review_digest(review)
+        )
+
+
+class ReviewDecisionForm:
+    """Base of the per-kind decision forms: ``is_valid()``, then ``decision()``."""
+
+    template_name: ClassVar[str] = ""
+
+    def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
+        self.review = review
+        self.data = data
+
+    @property
+    def is_bound(self) -> bool:
+        return self.data is not None
+
+    def is_valid(self) -> bool:
+        raise NotImplementedError
+
+    def decision(self) -> dict[str, Any]:
+        """The ``decision`` for :func:`nitro_assistants.services.decide` (after ``is_valid``)."""
+        raise NotImplementedError
+
+    def add_error(self, message: str) -> None:
+        raise NotImplementedError
+
+
+DECISION_FORMS: dict[str, type[ReviewDecisionForm]] = {}
+F = TypeVar("F", bound=type[ReviewDecisionForm])
+
+
+def register_decision_form(kind: str) -> Callable[[F], F]:
+    """Class decorator: ``kind``'s reviews are decided with this form."""
+
+    def register(form_class: F) -> F:
+        DECISION_FORMS[kind] = form_class
+        return form_class
+
+    return register
+
+
+def _argument_field(name: str, value: Any) -> forms.Field:
+    """A form field typed after the model's value, so an edit keeps each argument's type."""
+    label = name
+    if isinstance(value, bool):
+        return forms.TypedChoiceField(
+            label=label,
+            choices=[("true", "true"), ("false", "false")],
+            coerce=lambda v: v == "true",
+            required=False,
+        )
+    if isinstance(value, int):
+        return forms.IntegerField(label=label, required=False)
+    if isinstance(value, float):
+        return forms.FloatField(label=label, required=False)
+    if isinstance(value, str):
+        widget = forms.Textarea(attrs={"rows": 3}) if "\n" in value or len(value) > 80 else None
+        return forms.CharField(label=label, required=False, strip=False, widget=widget)
+    return forms.JSONField(
+        label=label,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "class": "nitro-json"}),
+    )
+
+
+def _argument_initial(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value  # JSON fields dump their own initial value
+
+
+class ToolCallForm(forms.Form):
+    """One held call: an action among its ``allowed_decisions``; per-argument fields for an edit;
+    a reason for a reject; the tool's result for a respond."""
+
+    action = forms.ChoiceField(label=_("Decision"), widget=forms.RadioSelect)
+    message = forms.CharField(
+        label=_("Reason or response"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        max_length=4000,
+    )
+
+    def __init__(self, call: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        self.call = call
+        self.model_args: dict[str, Any] = dict(call.get("args") or {})
+        self.allowed = [
+            a
+            for a in (call.get("allowed_decisions") or ["approve", "edit", "reject"])
+            if a in ACTION_LABELS
+        ]
+        kwargs["initial"] = {f"arg__{k}": _argument_initial(v) for k, v in self.model_args.items()}
+        super().__init__(*args, **kwargs)
+        action = self.fields["action"]
+        assert isinstance(action, forms.ChoiceField)
+        action.choices = [(a, ACTION_LABELS[a]) for a in self.allowed]
+        if "edit" in self.allowed:
+            for name, value in self.model_args.items():
+                self.fields[f"arg__{name}"] = _argument_field(name, value)
+
+    @property
+    def argument_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.fields if name.startswith("arg__")]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        action = cleaned.get("action")
+        message = (cleaned.get("message") or "").strip()
+        if action == "reject" and not message:
+            self.add_error("message", _("Say why the call is rejected."))
+        if action == "respond" and not message:
+            self.add_error("message", _("Write the result the assistant should see instead."))
+        if action == "edit":
+            cleaned["edited_args"] = self._edited_args()
+        return cleaned
+
+    def _edited_args(self) -> dict[str, Any]:
+        edited: dict[str, Any] = {}
+        for name, original in self.model_args.items():
+            key = f"arg__{name}"
+            if key in self.errors:
+                continue
+            value = self.cleaned_data.get(key)
+            if isinstance(original, str):
+                value = value if isinstance(value, str) else ""
+                if not value.strip() and original.strip():
+                    self.add_error(key, _("This argument needs a value."))
+                    continue
+            elif value is None and original is not None:
+                self.add_error(key, _("This argument needs a value."))
+                continue
+            elif isinstance(original, dict) and not isinstance(value, dict):
+                self.add_error(key, _("Enter a JSON object, as the assistant gave."))
+                continue
+            elif isinstance(original, list) and not isinstance(value, list):
+                self.add_error(key, _("Enter a JSON list, as the assistant gave."))
+                continue
+            if value != original:
+                edited[name] = value
+        if not edited and not self.errors:
+            raise ValidationError(_("Nothing was changed: edit an argument, or approve the call."))
+        return edited
+
+    def answer(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        answer: dict[str, Any] = {"id": self.call["id"], "action": data["action"]}
+        if data["action"] == "edit":
+            answer["args"] = data["edited_args"]
+        if data["action"] in ("reject", "respond"):
+            answer["message"] = data["message"].strip()
+        return answer
+
+
+@register_decision_form(Review.Kind.TOOL_CALLS)
+class ToolCallsDecisionForm(ReviewDecisionForm):
+    """One :class:`ToolCallForm` per held call (prefix ``call-<n>``), decided together."""
+
+    template_name = "admin/nitro_assistants/review/decide_tool_calls.html"
+
+    def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
+        super().__init__(review, data)
+        self.non_field_errors: list[str] = []
+        self.calls = [
+            ToolCallForm(call, data=data, prefix=f"call-{index}")
+            for index, call in enumerate(review.tool_calls)
+        ]
+
+    def is_valid(self) -> bool:
+        return all([form.is_valid() for form in self.calls]) and not self.non_field_errors
+
+    def add_error(self, message: str) -> None:
+        self.non_field_errors.append(message)
+
+    def decision(self) -> dict[str, Any]:
+        answers = [form.answer() for form in self.calls]
+        notes = [a["message"] for a in answers if a.get("message") and a["action"] == "reject"]
+        return {"tool_calls": answers, "note": "\n".join(notes)}
+
+
+class ReplyForm(forms.Form):
+    action = forms.ChoiceField(label=_("Decision"), widget=forms.RadioSelect)
+    content = forms.CharField(
+        label=_("Reply"),
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 6}),
+    )
+    message = forms.CharField(
+        label=_("Reason"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        max_length=4000,
+    )
+
+    def __init__(self, draft: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        self.draft = str(draft.get("content") or "")
+        allowed = draft.get("allowed_decisions") or ["approve", "edit", "reject"]
+        self.allowed = [a for a in allowed if a in ("approve", "edit", "reject")]
+        kwargs["initial"] = {"content": self.draft}
+        super().__init__(*args, **kwargs)
+        action = self.fields["action"]
+        assert isinstance(action, forms.ChoiceField)
+        action.choices = [(a, ACTION_LABELS[a]) for a in self.allowed]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        action = cleaned.get("action")
+        content = cleaned.get("content") or ""
+        if action == "edit":
+            if not content.strip():
+                self.add_error("content", _("The edited reply cannot be empty."))
+            elif content == self.draft:
+                self.add_error("content", _("Nothing was changed: edit the text, or approve it."))
+        if action == "reject" and not (cleaned.get("message") or "").strip():
+            self.add_error("message", _("Say why the reply is rejected."))
+        return cleaned
+
+
+@register_decision_form(Review.Kind.REPLY)
+class ReplyDecisionForm(ReviewDecisionForm):
+    template_name = "admin/nitro_assistants/review/decide_reply.html"
+
+    def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
+        super().__init__(review, data)
+        self.non_field_errors: list[str] = []
+        self.form = ReplyForm(review.reply or {}, data=data, prefix="reply")
+
+    def is_valid(self) -> bool:
+        return self.form.is_valid() and not self.non_field_errors
+
+    def add_error(self, message: str) -> None:
+        self.non_field_errors.append(message)
+
+    def decision(self) -> dict[str, Any]:
+        data = self.form.cleaned_data
+        reply: dict[str, Any] = {"action": data["action"]}
+        note = ""
+        if data["action"] == "edit":
+            reply["content"] = data["content"]
+        if data["action"] == "reject":
+            reply["message"] = note = data["message"].strip()
+        return {"reply": reply, "note": note}
+
+
+class RejectReasonForm(forms.Form):
+    """The intermediate page of the bulk reject: one reason for every selected review."""
+
+    reason = forms.CharField(
+        label=_("Reason"), widget=forms.Textarea(attrs={"rows": 3}), max_length=4000
+    )
+
+    def clean_reason(self) -> str:
+        reason = str(self.cleaned_data["reason"]).strip()
+        if not reason:
+            raise ValidationError(_("Say why these are rejected."))
+        return reason
+
+
+def decision_form_for(review: Review, data: Mapping[str, Any] | None = None) -> ReviewDecisionForm:
+    """The registered decision form of ``review``'s kind; ``KeyError`` when there is none."""
+    return DECISION_FORMS[review.kind](review, data)

@@ -1,0 +1,434 @@
+"""The review queue, the review screen per kind, bulk decisions, and the decision log.
+
+Every decision made here goes through :func:`nitro_assistants.services.decide`; this module only
+parses, authorizes and reports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied
+from django.db.models import Case, IntegerField, OuterRef, QuerySet, Subquery, Value, When
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.timesince import timesince
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
+
+from nitro_assistants import services
+from nitro_assistants.admin import metrics
+from nitro_assistants.admin.conversation import held_conversation, held_summary, pretty_json
+from nitro_assistants.admin.filters import (
+    AgeFilter,
+    AssistantFilter,
+    DeliveryStateFilter,
+    QueueStatusFilter,
+)
+from nitro_assistants.admin.forms import (
+    ACTION_LABELS,
+    DECISION_FORMS,
+    RejectReasonForm,
+    ReviewDecisionForm,
+    StampForm,
+    decision_form_for,
+)
+from nitro_assistants.admin.options import ReadOnlyAdmin, can_decide
+from nitro_assistants.exceptions import ThreadResumptionError
+from nitro_assistants.models import Decision, Delivery, Event, Review
+
+
+def latest_delivery_state() -> Subquery:
+    """The status of the thread's most recent delivery, as one correlated subquery."""
+    return Subquery(
+        Delivery.objects.filter(thread_id=OuterRef("thread_id"))
+        .order_by("-first_seen_at", "-pk")
+        .values("status")[:1]
+    )
+
+
+def approve_all(review: Review) -> dict[str, Any]:
+    """The decision "approve everything this review holds"; ``ThreadResumptionError`` when a
+    call does not allow it or the kind has no plain approval."""
+    if review.kind == Review.Kind.REPLY:
+        return {"reply": {"action": "approve"}}
+    if review.kind == Review.Kind.TOOL_CALLS:
+        return {
+            "tool_calls": [{"id": call["id"], "action": "approve"} for call in review.tool_calls]
+        }
+    raise ThreadResumptionError(
+        _("A %(kind)s review is decided on its own screen.") % {"kind": review.get_kind_display()}
+    )
+
+
+def reject_all(review: Review, reason: str) -> dict[str, Any]:
+    if review.kind == Review.Kind.REPLY:
+        return {"reply": {"action": "reject", "message": reason}, "note": reason}
+    if review.kind == Review.Kind.TOOL_CALLS:
+        calls = [
+            {"id": call["id"], "action": "reject", "message": reason} for call in review.tool_calls
+        ]
+        return {"tool_calls": calls, "note": reason}
+    raise ThreadResumptionError(
+        _("A %(kind)s review is decided on its own screen.") % {"kind": review.get_kind_display()}
+    )
+
+
+def shown_decision(decision: Decision, review: Review) -> list[dict[str, Any]]:
+    """Each decided item (the reply, or each call) with its action, edits and message."""
+    if decision.reply:
+        reply = decision.reply
+        return [
+            {
+                "name": _("reply"),
+                "action": reply.get("action"),
+                "content": reply.get("content") or "",
+                "message": reply.get("message") or "",
+            }
+        ]
+    names = {call.get("id"): call.get("name") for call in review.tool_calls}
+    return [
+        {
+            "name": names.get(item.get("id")) or item.get("id"),
+            "action": item.get("action"),
+            "args": pretty_json(item["args"]) if "args" in item else "",
+            "message": item.get("message") or "",
+        }
+        for item in decision.tool_calls or []
+    ]
+
+
+@admin.register(Review)
+class ReviewAdmin(ReadOnlyAdmin):
+    """The review queue: pending reviews oldest first; each opens its review screen."""
+
+    list_display = [
+        "review_link",
+        "thread_link",
+        "assistant",
+        "kind",
+        "held",
+        "age",
+        "status",
+        "delivery",
+    ]
+    list_display_links = None
+    list_filter = [QueueStatusFilter, "kind", AssistantFilter, AgeFilter, DeliveryStateFilter]
+    search_fields = ["thread__thread_id", "payload"]
+    search_help_text = gettext_lazy("A thread id, a tool name, or text of the call or reply.")
+    list_per_page = 50
+    show_full_result_count = False
+    actions = ["approve_selected", "reject_selected"]
+    change_list_template = "admin/nitro_assistants/review/change_list.html"
+
+    # -- permissions ------------------------------------------------------------------------
+
+    def has_decide_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_decide(request)
+
+    # -- the queue --------------------------------------------------------------------------
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Review]:
+        queryset: QuerySet[Review] = super().get_queryset(request)
+        return (
+            queryset.select_related("thread")
+            .defer("thread__values", "thread__context")
+            .annotate(delivery_state=latest_delivery_state())
+        )
+
+    def get_ordering(self, request: HttpRequest) -> list[Any]:
+        if request.GET.get(QueueStatusFilter.parameter_name, Review.Status.PENDING) != "all":
+            return ["requested_at", "pk"]  # one status: the queue index serves it
+        pending_first = Case(
+            When(status=Review.Status.PENDING, then=Value(0)),
+            default=Value(1),
+            output_field=IntegerField(),
+        )
+        return [pending_first.asc(), "requested_at", "pk"]
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Review], search_term: str
+    ) -> tuple[QuerySet[Review], bool]:
+        import uuid
+
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        try:
+            return queryset.filter(thread__thread_id=uuid.UUID(term)), False
+        except ValueError:
+            return queryset.filter(payload__icontains=term), False
+
+    def review_url(self, review: Review) -> str:
+        return reverse(f"{self.admin_site.name}:nitro_assistants_review_review", args=[review.pk])
+
+    @admin.display(description=gettext_lazy("review"), ordering="pk")
+    def review_link(self, obj: Review) -> str:
+        return format_html('<a href="{}">#{}</a>', self.review_url(obj), obj.pk)
+
+    @admin.display(description=gettext_lazy("thread"), ordering="thread__thread_id")
+    def thread_link(self, obj: Review) -> str:
+        url = reverse(
+            f"{self.admin_site.name}:nitro_assistants_thread_change", args=[obj.thread_id]
+        )
+        return format_html(
+            '<a href="{}" title="{}">{}…</a>',
+            url,
+            obj.thread.thread_id,
+            str(obj.thread.thread_id)[:8],
+        )
+
+    @admin.display(description=gettext_lazy("assistant"), ordering="thread__assistant_key")
+    def assistant(self, obj: Review) -> str:
+        return obj.thread.assistant_key
+
+    @admin.display(description=gettext_lazy("what is held"))
+    def held(self, obj: Review) -> str:
+        return format_html(
+            '<a class="nitro-held" href="{}">{}</a>', self.review_url(obj), held_summary(obj) or "—"
+        )
+
+    @admin.display(description=gettext_lazy("age"), ordering="requested_at")
+    def age(self, obj: Review) -> str:
+        return timesince(obj.requested_at, timezone.now(), depth=1)
+
+    @admin.display(description=gettext_lazy("delivery"), ordering="delivery_state")
+    def delivery(self, obj: Review) -> str:
+        return str(getattr(obj, "delivery_state", None) or "—")
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        extra_context = {
+            **(extra_context or {}),
+            "metrics_url": reverse(f"{self.admin_site.name}:nitro_assistants_review_metrics"),
+        }
+        return super().changelist_view(request, extra_context)
+
+    # -- extra views ------------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "metrics/",
+                self.admin_site.admin_view(self.metrics_view),
+                name="{}_{}_metrics".format(*info),
+            ),
+            path(
+                "<path:object_id>/review/",
+                self.admin_site.admin_view(self.review_view),
+                name="{}_{}_review".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        review = get_object_or_404(Review, pk=object_id)
+        return HttpResponseRedirect(self.review_url(review))
+
+    def _reviews(self) -> QuerySet[Review]:
+        return Review.objects.select_related("thread", "decision", "decision__decided_by")
+
+    def review_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """One review: the conversation up to what is held and, while pending, its decision
+        form. A decided or superseded review is shown read-only, with who, what, when and why."""
+        review = get_object_or_404(self._reviews(), pk=object_id)
+        if not self.has_view_permission(request, review):
+            raise PermissionDenied
+        decide_allowed = self.has_decide_permission(request, review)
+        form: ReviewDecisionForm | None = None
+        stale = False
+        status = 200
+        if request.method == "POST":
+            if not decide_allowed:
+                raise PermissionDenied
+            stamp = StampForm(request.POST)
+            if review.status != Review.Status.PENDING or not stamp.matches(review):
+                stale, status = True, 409
+            else:
+                form = decision_form_for(review, request.POST)
+                if form.is_valid():
+                    try:
+                        services.decide(review, request.user, form.decision())
+                    except services.ReviewNotPendingError:
+                        stale, status = True, 409
+                    except ThreadResumptionError as exc:
+                        form.add_error(str(exc))
+                        status = 400
+                    else:
+                        messages.success(
+                            request,
+                            _("Decision recorded on review #%(pk)s.") % {"pk": review.pk},
+                        )
+                        return HttpResponseRedirect(self.review_url(review))
+                else:
+                    status = 400
+            if stale:
+                form = None
+                review = get_object_or_404(self._reviews(), pk=object_id)
+        pending = review.status == Review.Status.PENDING
+        if pending and form is None and review.kind in DECISION_FORMS:
+            form = decision_form_for(review)
+        context = self.review_context(request, review, form, decide_allowed, stale)
+        return TemplateResponse(
+            request, "admin/nitro_assistants/review/review.html", context, status=status
+        )
+
+    def review_context(
+        self,
+        request: HttpRequest,
+        review: Review,
+        form: ReviewDecisionForm | None,
+        decide_allowed: bool,
+        stale: bool,
+    ) -> dict[str, Any]:
+        try:
+            decision: Decision | None = review.decision
+        except Decision.DoesNotExist:
+            decision = None
+        superseded = None
+        if review.status == Review.Status.SUPERSEDED:
+            superseded = (
+                Event.objects.filter(review=review, verb="review_superseded")
+                .select_related("actor")
+                .order_by("-at")
+                .first()
+            )
+        current = (
+            Review.objects.filter(thread_id=review.thread_id, status=Review.Status.PENDING)
+            .exclude(pk=review.pk)
+            .first()
+        )
+        pending = review.status == Review.Status.PENDING
+        return {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": _("%(kind)s review #%(pk)s")
+            % {"kind": review.get_kind_display().capitalize(), "pk": review.pk},
+            "subtitle": str(review.thread),
+            "review": review,
+            "thread": review.thread,
+            "thread_url": reverse(
+                f"{self.admin_site.name}:nitro_assistants_thread_change", args=[review.thread_id]
+            ),
+            "conversation": held_conversation(review),
+            "form": form,
+            "form_template": form.template_name if form else "",
+            "stamp": StampForm.for_review(review),
+            "can_decide": decide_allowed and pending and form is not None,
+            "decide_allowed": decide_allowed,
+            "stale": stale,
+            "decision": decision,
+            "decided_items": shown_decision(decision, review) if decision else [],
+            "superseded": superseded,
+            "current": current,
+            "current_summary": held_summary(current) if current else "",
+            "current_url": self.review_url(current) if current else "",
+            "payload_json": pretty_json(review.payload),
+            "action_labels": ACTION_LABELS,
+            "reply": review.reply or {},
+            "queue_url": reverse(f"{self.admin_site.name}:nitro_assistants_review_changelist"),
+        }
+
+    def metrics_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": _("Review metrics"),
+            "metrics": metrics.collect(),
+            "queue_url": reverse(f"{self.admin_site.name}:nitro_assistants_review_changelist"),
+        }
+        return TemplateResponse(request, "admin/nitro_assistants/review/metrics.html", context)
+
+    # -- bulk actions -----------------------------------------------------------------------
+
+    def _decide_each(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Review],
+        build: Any,
+        verb: str,
+    ) -> None:
+        applied = refused = 0
+        for review in queryset.order_by("requested_at", "pk"):
+            try:
+                if review.status != Review.Status.PENDING:
+                    raise services.ReviewNotPendingError(
+                        _("Review #%(pk)s was already %(status)s.")
+                        % {"pk": review.pk, "status": review.get_status_display()}
+                    )
+                services.decide(review, request.user, build(review))
+            except ThreadResumptionError as exc:
+                refused += 1
+                messages.warning(
+                    request,
+                    _("Review #%(pk)s refused: %(reason)s") % {"pk": review.pk, "reason": exc},
+                )
+            else:
+                applied += 1
+        if applied:
+            messages.success(
+                request,
+                ngettext("%(count)d review %(verb)s.", "%(count)d reviews %(verb)s.", applied)
+                % {"count": applied, "verb": verb},
+            )
+        if refused:
+            messages.error(
+                request,
+                ngettext("%(count)d review refused.", "%(count)d reviews refused.", refused)
+                % {"count": refused},
+            )
+
+    @admin.action(description=gettext_lazy("Approve selected reviews"), permissions=["decide"])
+    def approve_selected(self, request: HttpRequest, queryset: QuerySet[Review]) -> None:
+        self._decide_each(request, queryset, approve_all, _("approved"))
+
+    @admin.action(description=gettext_lazy("Reject selected reviews…"), permissions=["decide"])
+    def reject_selected(
+        self, request: HttpRequest, queryset: QuerySet[Review]
+    ) -> TemplateResponse | None:
+        form = RejectReasonForm(request.POST if "post" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            reason = form.cleaned_data["reason"]
+            self._decide_each(request, queryset, lambda r: reject_all(r, reason), _("rejected"))
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": _("Reject selected reviews"),
+            "reviews": [(review, held_summary(review)) for review in queryset],
+            "form": form,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "action": "reject_selected",
+            "queue_url": reverse(f"{self.admin_site.name}:nitro_assistants_review_changelist"),
+        }
+        return TemplateResponse(
+            request, "admin/nitro_assistants/review/reject_selected.html", context
+        )
+
+
+@admin.register(Decision)
+class DecisionAdmin(ReadOnlyAdmin):
+    list_display = ["pk", "review", "reviewer_id", "shown_actions", "outcome", "decided_at"]
+    list_filter = ["outcome"]
+    list_select_related = ["review"]
+    search_fields = ["reviewer_id", "note"]
+
+    @admin.display(description=gettext_lazy("actions"))
+    def shown_actions(self, obj: Decision) -> str:
+        return ", ".join(obj.actions)

@@ -1,0 +1,211 @@
+"""Threads (the mirrored conversation with its runs, reviews, deliveries and audit trail) and
+runs. "Sync from server" reads the thread back from the Assistants API through
+:func:`nitro_assistants.services.sync_thread`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import requests
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.loader import render_to_string
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
+
+from nitro_assistants import services
+from nitro_assistants.admin.conversation import held_summary, pretty_json, show_message
+from nitro_assistants.admin.options import ReadOnlyAdmin, ReadOnlyInline, can_decide
+from nitro_assistants.exceptions import NitroAssistantsError
+from nitro_assistants.models import Delivery, Event, Review, Run, Thread
+
+SYNC_ERRORS = (NitroAssistantsError, requests.RequestException)
+
+
+class RunInline(ReadOnlyInline):
+    model = Run
+    fields = readonly_fields = (
+        "kind",
+        "status",
+        "attempts",
+        "remote_run_id",
+        "created_at",
+        "finished_at",
+        "error",
+    )
+    ordering = ["created_at"]
+
+
+class ReviewInline(ReadOnlyInline):
+    model = Review
+    fields = readonly_fields = (
+        "review_link",
+        "kind",
+        "status",
+        "held",
+        "requested_at",
+        "closed_at",
+    )
+    ordering = ["requested_at"]
+
+    @admin.display(description=gettext_lazy("review"))
+    def review_link(self, obj: Review) -> str:
+        url = reverse(f"{self.admin_site.name}:nitro_assistants_review_review", args=[obj.pk])
+        return format_html('<a href="{}">#{}</a>', url, obj.pk)
+
+    @admin.display(description=gettext_lazy("what is held"))
+    def held(self, obj: Review) -> str:
+        return held_summary(obj)
+
+
+class DeliveryInline(ReadOnlyInline):
+    model = Delivery
+    fields = readonly_fields = (
+        "message_id",
+        "tool",
+        "status",
+        "attempts",
+        "error",
+        "first_seen_at",
+        "delivered_at",
+    )
+    ordering = ["first_seen_at"]
+
+
+class EventInline(ReadOnlyInline):
+    model = Event
+    fields = readonly_fields = ("at", "verb", "actor", "shown_data")
+    ordering = ["at", "pk"]
+
+    @admin.display(description=gettext_lazy("data"))
+    def shown_data(self, obj: Event) -> str:
+        return format_html("<code>{}</code>", pretty_json(obj.data) if obj.data else "")
+
+
+@admin.register(Thread)
+class ThreadAdmin(ReadOnlyAdmin):
+    list_display = ["thread_id", "assistant_key", "status", "created_at", "synced_at"]
+    list_filter = ["status", "assistant_key"]
+    search_fields = ["=thread_id"]
+    fields = readonly_fields = (
+        "thread_id",
+        "assistant_key",
+        "status",
+        "opened_by",
+        "created_at",
+        "updated_at",
+        "synced_at",
+        "shown_context",
+        "conversation",
+    )
+    inlines = [ReviewInline, RunInline, DeliveryInline, EventInline]
+    actions = ["sync_selected"]
+    change_form_template = "admin/nitro_assistants/thread/change_form.html"
+
+    def has_sync_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_decide(request)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Thread]:
+        queryset = super().get_queryset(request)
+        if request.resolver_match and (request.resolver_match.url_name or "").endswith(
+            "changelist"
+        ):
+            queryset = queryset.defer("values", "context")
+        return queryset
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Thread], search_term: str
+    ) -> tuple[QuerySet[Thread], bool]:
+        import uuid
+
+        try:
+            return queryset.filter(thread_id=uuid.UUID(search_term.strip())), False
+        except ValueError:
+            return queryset.none() if search_term.strip() else queryset, False
+
+    @admin.display(description=gettext_lazy("context"))
+    def shown_context(self, obj: Thread) -> str:
+        return format_html("<pre>{}</pre>", pretty_json(obj.context or {}))
+
+    @admin.display(description=gettext_lazy("conversation"))
+    def conversation(self, obj: Thread) -> SafeString:
+        shown = [show_message(m) for m in obj.messages if isinstance(m, dict)]
+        # The template escapes every message; its output is safe to embed.
+        return render_to_string("admin/nitro_assistants/conversation.html", {"conversation": shown})
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "<path:object_id>/sync/",
+                self.admin_site.admin_view(self.sync_view),
+                name="{}_{}_sync".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        extra_context = {
+            **(extra_context or {}),
+            "can_sync": self.has_sync_permission(request),
+            "sync_url": reverse(
+                f"{self.admin_site.name}:nitro_assistants_thread_sync", args=[object_id]
+            ),
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def _sync(self, request: HttpRequest, thread: Thread) -> bool:
+        try:
+            services.sync_thread(thread)
+        except SYNC_ERRORS as exc:
+            messages.error(
+                request,
+                _("Could not sync thread %(thread)s: %(error)s")
+                % {"thread": thread.thread_id, "error": str(exc) or exc.__class__.__name__},
+            )
+            return False
+        return True
+
+    def sync_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_sync_permission(request):
+            raise PermissionDenied
+        thread = get_object_or_404(Thread, pk=object_id)
+        if self._sync(request, thread):
+            messages.success(request, _("Thread synced from the server."))
+        return HttpResponseRedirect(
+            reverse(f"{self.admin_site.name}:nitro_assistants_thread_change", args=[thread.pk])
+        )
+
+    @admin.action(description=gettext_lazy("Sync from server"), permissions=["sync"])
+    def sync_selected(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
+        synced = sum(self._sync(request, thread) for thread in queryset)
+        if synced:
+            messages.success(
+                request,
+                ngettext("%(count)d thread synced.", "%(count)d threads synced.", synced)
+                % {"count": synced},
+            )
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ["id", "thread", "kind", "status", "attempts", "created_at"]
+    list_filter = ["kind", "status"]
+    list_select_related = ["thread"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        return super().get_queryset(request).defer("thread__values", "thread__context")
