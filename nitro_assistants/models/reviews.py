@@ -55,7 +55,6 @@ class Review(models.Model):
         verbose_name_plural = _("reviews")
         ordering = ["requested_at"]
         permissions = [("decide_review", _("Can decide reviews"))]
-        permissions = [("decide_review", _("Can decide reviews"))]
         constraints = [
             models.UniqueConstraint(
                 fields=["thread"],
