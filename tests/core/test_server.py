@@ -127,3 +127,54 @@ class _Immediate:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def test_a_graph_error_fails_the_run_once(
+    server_settings: Any,
+    enqueued: list[Any],
+    signal_log: list[Any],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    run = run_now("plain", "error: the calendar is on fire", django_capture_on_commit_callbacks)
+    assert run.status == Run.Status.FAILED
+    assert "the calendar is on fire" in run.error
+    assert [kw["run"] for kw in sent(signal_log, "run_failed")] == [run]
+    run.thread.refresh_from_db()
+    assert run.thread.status == "error"
+
+
+def test_per_call_review_covers_every_held_call(
+    server_settings: Any, enqueued: list[Any], django_capture_on_commit_callbacks: Any
+) -> None:
+    both = (
+        'tools: [{"name": "reschedule_appointment", "args": {"appointment_id": 42, "day": "Tuesday",'
+        ' "time": "10:00"}}, {"name": "cancel_appointment", "args": {"appointment_id": 7}}]'
+    )
+    run = run_now("per_call", both, django_capture_on_commit_callbacks)
+    review = Review.objects.get(thread=run.thread, status="pending")
+    assert len(review.interrupt_ids) == 2
+    assert [c["name"] for c in review.tool_calls] == [
+        "reschedule_appointment",
+        "cancel_appointment",
+    ]
+    ids = [c["id"] for c in review.tool_calls]
+    with django_capture_on_commit_callbacks(execute=True):
+        decision = services.decide(
+            review,
+            None,
+            {
+                "tool_calls": [
+                    {"id": ids[0], "action": "edit", "args": {"day": "Wednesday"}},
+                    {"id": ids[1], "action": "reject", "message": "keep it"},
+                ]
+            },
+        )
+    with django_capture_on_commit_callbacks(execute=True):
+        services.execute_resume(decision.pk)
+    decision.refresh_from_db()
+    assert decision.outcome == "applied"
+    assert decision.run is not None
+    assert "moved to Wednesday at 10:00" in decision.run.reply
+    run.thread.refresh_from_db()
+    assert run.thread.status == "idle"
+    assert not Review.objects.filter(thread=run.thread, status="pending").exists()
