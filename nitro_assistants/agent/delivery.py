@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -75,39 +76,78 @@ class DeliveryMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         assert isinstance(last, AIMessage)
         return {"messages": [stamp(last, "delivery", self._pending())]}
 
-    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def _to_deliver(self, state: AgentState[Any]) -> AIMessage | None:
+        """The reply this run ends on, when it is settled and not yet delivered."""
         last = state["messages"][-1] if state["messages"] else None
         if not isinstance(last, AIMessage):
             return None
-        if not (delivery_status(last) == "pending" or self._settled(last)):
+        if delivery_status(last) == "pending" or self._settled(last):
+            return last
+        return None
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        reply = self._to_deliver(state)
+        if reply is None:
             return None
-        return {"messages": [stamp(last, "delivery", self._deliver(message_text(last)))]}
+        return {"messages": [stamp(reply, "delivery", self._deliver(message_text(reply)))]}
+
+    async def aafter_agent(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        # The server runs graphs on an event loop that refuses blocking calls: call the tool in
+        # a worker thread and wait between attempts without blocking the loop.
+        reply = self._to_deliver(state)
+        if reply is None:
+            return None
+        outcome = await self._adeliver(message_text(reply))
+        return {"messages": [stamp(reply, "delivery", outcome)]}
 
     def _pending(self) -> dict[str, Any]:
         return {"status": "pending", "tool": self.tool_name, "attempts": 0}
+
+    def _call(self, content: str) -> Any:
+        if isinstance(self.tool, BaseTool):
+            return self.tool.invoke({"content": content})
+        return self.tool(content)
 
     def _deliver(self, content: str) -> dict[str, Any]:
         error = ""
         for attempt in range(1, self.attempts + 1):
             try:
-                if isinstance(self.tool, BaseTool):
-                    result = self.tool.invoke({"content": content})
-                else:
-                    result = self.tool(content)
+                result = self._call(content)
             except Exception as exc:  # the tool's failure is the outcome we record
                 error = f"{type(exc).__name__}: {exc}"
                 if attempt < self.attempts and self.backoff:
                     time.sleep(self.backoff * 2 ** (attempt - 1))
                 continue
-            return {
-                "status": "delivered",
-                "tool": self.tool_name,
-                "attempts": attempt,
-                "result": result
-                if isinstance(result, str | int | float | dict | list)
-                else str(result),
-                "delivered_at": _now(),
-            }
+            return self._delivered(result, attempt)
+        return self._failed(error)
+
+    async def _adeliver(self, content: str) -> dict[str, Any]:
+        error = ""
+        for attempt in range(1, self.attempts + 1):
+            try:
+                result = await asyncio.to_thread(self._call, content)
+            except Exception as exc:  # the tool's failure is the outcome we record
+                error = f"{type(exc).__name__}: {exc}"
+                if attempt < self.attempts and self.backoff:
+                    await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
+                continue
+            return self._delivered(result, attempt)
+        return self._failed(error)
+
+    def _delivered(self, result: Any, attempt: int) -> dict[str, Any]:
+        return {
+            "status": "delivered",
+            "tool": self.tool_name,
+            "attempts": attempt,
+            "result": result
+            if isinstance(result, str | int | float | dict | list)
+            else str(result),
+            "delivered_at": _now(),
+        }
+
+    def _failed(self, error: str) -> dict[str, Any]:
         return {
             "status": "failed",
             "tool": self.tool_name,

@@ -1,0 +1,121 @@
+"""Settings of the example site, from the environment (django-environ); see .env.example.
+
+With no ``DATABASE_URL`` it uses a SQLite file, and with no ``CELERY_BROKER_URL``/``REDIS_URL``
+Celery runs tasks eagerly in the web process: the embedded default for the demo. Production sets
+PostgreSQL and Redis (docker-compose.yml does).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env.str("SECRET_KEY", default="reviewsite-demo-only-change-me")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "nitro_assistants",
+    "reviewsite.apps.ReviewSiteConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "reviewsite.urls"
+WSGI_APPLICATION = "reviewsite.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = env.path("STATIC_ROOT", default=VAR_DIR / "static")
+
+# Celery: a broker makes tasks go to workers; none runs them eagerly in-process (demo default).
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=env.str("REDIS_URL", default=""))
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_EAGER_PROPAGATES = False
+CELERY_BEAT_SCHEDULE = {
+    # Alert on deliveries that failed or stayed pending (see nitro_assistants' signals).
+    "nitro-assistants-sweep-deliveries": {
+        "task": "nitro_assistants.sweep_deliveries",
+        "schedule": env.float("SWEEP_EVERY", default=60.0),
+    },
+}
+
+NITRO_ASSISTANTS = {
+    "BASE_URL": env.str("ASSISTANTS_URL", default="http://127.0.0.1:2024"),
+    "USER_ID": env.str("ASSISTANTS_USER_ID", default="reviewsite"),
+    "AUTH": env.str("ASSISTANTS_AUTH", default="bearer"),
+    "DEFINITIONS": {
+        "virtual-confirmation": {
+            "api_key": env.str("VC_KEY", default="local-dev-key"),
+            "assistant_id": env.str("VC_ASSISTANT_ID", default="virtual-confirmation"),
+        },
+    },
+    "DELIVERY_PENDING_AFTER": env.int("DELIVERY_PENDING_AFTER", default=300),
+    "RUN_MODE": env.str("RUN_MODE", default="wait"),
+    "WEBHOOK_SECRET": env.str("WEBHOOK_SECRET", default=SECRET_KEY),
+    "WEBHOOK_URL": env.str("WEBHOOK_URL", default=""),
+}
+
+# Where the demo assistant's send_sms tool "sends" its messages (shown at /outbox/).
+DEMO_OUTBOX = env.path("DEMO_OUTBOX", default=VAR_DIR / "outbox.jsonl")
+
+ADMINS = [("Review team", env.str("ADMIN_EMAIL", default="reviews@example.com"))]
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+SERVER_EMAIL = env.str("SERVER_EMAIL", default="reviewsite@example.com")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "nitro_assistants": {
+            "handlers": ["console"],
+            "level": env.str("LOG_LEVEL", default="INFO"),
+        },
+        "reviewsite": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    },
+}

@@ -1,0 +1,13 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+from reviewsite import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("outbox/", views.outbox, name="outbox"),
+    path("admin/", admin.site.urls),
+    path("nitro/", include("nitro_assistants.urls")),
+]
