@@ -71,6 +71,7 @@ NITRO_ASSISTANTS = {
         "tools": {"api_key": "test-key", "assistant_id": "tools"},
         "per_call": {"api_key": "test-key", "assistant_id": "per_call"},
         "plain": {"api_key": "test-key", "assistant_id": "plain"},
+        "interactions": {"api_key": "test-key", "assistant_id": "interactions"},
     },
     "DELIVERY_PENDING_AFTER": 300,
     "RUN_MODE": os.environ.get("NITRO_TEST_RUN_MODE", "wait"),

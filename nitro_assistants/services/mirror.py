@@ -34,7 +34,13 @@ def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str
     return run
 
 
-def _canonical_digest(content: Any) -> str:
+CONTENT_KEY = {"question": "questions", "blueprint": "blueprint", "plan": "plan"}
+
+
+def interaction_digest(interaction: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON (sorted keys, no spaces) of an interaction's content: its
+    questions, blueprint or plan (PROTOCOL.md §8)."""
+    content = interaction.get(CONTENT_KEY.get(str(interaction.get("kind")), ""), interaction)
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -75,7 +81,7 @@ def _review_fields(thread: Thread, pending: Any) -> dict[str, Any]:
             payload={"interaction": interaction},
             interaction_id=interaction_id,
             revision=previous + 1,
-            digest=_canonical_digest(interaction),
+            digest=interaction_digest(interaction),
         )
     return fields
 

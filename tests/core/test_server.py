@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections import Counter
 from typing import Any
@@ -178,3 +180,21 @@ def test_per_call_review_covers_every_held_call(
     run.thread.refresh_from_db()
     assert run.thread.status == "idle"
     assert not Review.objects.filter(thread=run.thread, status="pending").exists()
+
+
+def test_an_interaction_is_mirrored_with_its_revision_and_digest(
+    server_settings: Any, enqueued: list[Any], django_capture_on_commit_callbacks: Any
+) -> None:
+    questions = [{"questionId": "q1", "prompt": "Which day suits you?", "input": "text"}]
+    ask = json.dumps({"kind": "question", "title": "Pick a day", "content": questions})
+    run = run_now("interactions", f"ask: {ask}", django_capture_on_commit_callbacks)
+    review = Review.objects.get(thread=run.thread, status="pending")
+    assert review.kind == "question"
+    assert review.revision == 1
+    assert review.payload["interaction"]["questions"] == questions
+    assert review.interaction_id == review.payload["interaction"]["interactionId"]
+    canonical = json.dumps(questions, sort_keys=True, separators=(",", ":"))
+    assert review.digest == hashlib.sha256(canonical.encode()).hexdigest()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.sync_thread(run.thread)  # the same pause: no new revision
+    assert Review.objects.filter(thread=run.thread).count() == 1
