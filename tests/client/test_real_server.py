@@ -361,7 +361,7 @@ def _reply_pause(client: Assistants, text: str) -> tuple[str, Any]:
     return thread_id, result.review
 
 
-def test_reply_approve_is_delivered(client: Assistants) -> None:
+def test_reply_approve_is_delivered(client: Assistants, langgraph_server: Any) -> None:
     thread_id, review = _reply_pause(client, "See you Tuesday at 10.")
     result = client.review(
         thread_id=thread_id,
@@ -373,6 +373,8 @@ def test_reply_approve_is_delivered(client: Assistants) -> None:
     assert result.reply == "See you Tuesday at 10."
     assert result.delivery is not None and result.delivery.delivered
     assert result.delivery.result == "sms queued (22 chars)"
+    outbox = (langgraph_server.workdir / "outbox.jsonl").read_text().splitlines()
+    assert {"content": "See you Tuesday at 10."} in [json.loads(line) for line in outbox]
     stamp = result.messages[-1]["response_metadata"]["review"]
     assert stamp["type"] == "approved" and stamp["reviewer_id"] == "jane"
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 
@@ -33,6 +36,9 @@ def send_sms(content: str) -> str:
     """Send the reply to the customer by SMS."""
     if "FAIL" in content:
         raise RuntimeError("SMS gateway refused the message")
+    # Blocking file I/O, as a real gateway client would do: the server's event loop must not run it.
+    with Path("outbox.jsonl").open("a", encoding="utf-8") as outbox:
+        outbox.write(json.dumps({"content": content}) + "\n")
     return f"sms queued ({len(content)} chars)"
 
 
@@ -46,7 +52,7 @@ walkthrough = create_agent(
     ScriptedChatModel(),
     tools=TOOLS,
     middleware=[
-        DeliveryMiddleware(send_sms, attempts=2, backoff=0),
+        DeliveryMiddleware(send_sms, attempts=2, backoff=0.05),
         ReviewMiddleware(
             {
                 **HELD,
