@@ -32,6 +32,8 @@ def run(path: Path, quick: bool) -> tuple[int, str, float]:
     started = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     output = done.stdout.strip()
+    if output and "\n|---" not in output and not output.startswith("|"):
+        output = f"```text\n{output}\n```"  # plain text: keep its layout
     if done.returncode != 0:
         output += f"\n\n**Failed with exit code {done.returncode}:**\n\n```\n{done.stderr.strip()[-4000:]}\n```"
     return done.returncode, output, time.monotonic() - started
