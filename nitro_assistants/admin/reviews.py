@@ -365,7 +365,7 @@ class ReviewAdmin(ReadOnlyAdmin):
         verb: str,
     ) -> None:
         applied = refused = 0
-        for review in queryset.order_by("requested_at", "pk"):
+        for review in self._selected(request, queryset):
             try:
                 if review.status != Review.Status.PENDING:
                     raise services.ReviewNotPendingError(
@@ -394,6 +394,20 @@ class ReviewAdmin(ReadOnlyAdmin):
                 % {"count": refused},
             )
 
+    def _selected(self, request: HttpRequest, queryset: QuerySet[Review]) -> QuerySet[Review]:
+        """The rows ticked, whatever they are now. The changelist's queryset is filtered (the
+        queue shows pending reviews), so a row decided by someone else since the page was drawn
+        would silently drop out of it; it must be refused and reported instead."""
+        if request.POST.get("select_across") == "1":
+            return queryset.order_by("requested_at", "pk")
+        ticked = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        return (
+            Review.objects.filter(pk__in=[pk for pk in ticked if pk.isdigit()])
+            .select_related("thread")
+            .defer("thread__values", "thread__context")
+            .order_by("requested_at", "pk")
+        )
+
     @admin.action(description=gettext_lazy("Approve selected reviews"), permissions=["decide"])
     def approve_selected(self, request: HttpRequest, queryset: QuerySet[Review]) -> None:
         self._decide_each(request, queryset, approve_all, _("approved"))
@@ -411,7 +425,9 @@ class ReviewAdmin(ReadOnlyAdmin):
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": _("Reject selected reviews"),
-            "reviews": [(review, held_summary(review)) for review in queryset],
+            "reviews": [
+                (review, held_summary(review)) for review in self._selected(request, queryset)
+            ],
             "form": form,
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             "action": "reject_selected",

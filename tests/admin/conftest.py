@@ -160,3 +160,9 @@ def looker_client(looker: Any) -> Client:
 @pytest.fixture
 def superuser_client(superuser: Any) -> Client:
     return _client(superuser)
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings: Any) -> None:
+    """PBKDF2 costs most of a second per user on this machine; the tests log in many users."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

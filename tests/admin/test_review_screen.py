@@ -423,7 +423,7 @@ def test_stale_form_shows_what_the_thread_waits_on_now(
     html = response.content.decode()
     assert "This form is out of date" in html
     assert f'href="{review_url(current)}"' in html
-    assert "reply #%d</a> — Moved!" % current.pk in html
+    assert f"reply #{current.pk}</a> — Moved!" in html
     assert "Submit decision" not in html
     assert not Decision.objects.exists()
 

@@ -1,0 +1,128 @@
+"""Bulk approve and reject: each item through services.decide, refused one by one, counted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.messages import get_messages
+from django.test import Client
+
+from nitro_assistants.models import Decision, Review
+from tests.admin.conftest import make_reply_review, make_tool_review
+from tests.factories import ReviewFactory
+
+pytestmark = pytest.mark.django_db
+QUEUE = "/admin/nitro_assistants/review/"
+
+
+def texts(response: Any) -> list[str]:
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def mixed() -> dict[str, Review]:
+    return {
+        "tool": make_tool_review(),
+        "reply": make_reply_review(),
+        "decided": make_tool_review(status=Review.Status.DECIDED),
+        "superseded": make_reply_review(status=Review.Status.SUPERSEDED),
+        "question": ReviewFactory(
+            kind=Review.Kind.QUESTION, payload={"interaction": {"title": "?"}}
+        ),
+        "no_approve": make_tool_review(
+            [
+                {
+                    "id": "c1",
+                    "name": "cancel_appointment",
+                    "args": {"appointment_id": 1},
+                    "allowed_decisions": ["reject"],
+                }
+            ]
+        ),
+    }
+
+
+def select(reviews: dict[str, Review]) -> list[int]:
+    return [review.pk for review in reviews.values()]
+
+
+def test_bulk_approve_applies_what_it_can_and_refuses_the_rest_one_by_one(
+    reviewer_client: Client, reviewer: Any
+) -> None:
+    reviews = mixed()
+    response = reviewer_client.post(
+        QUEUE,
+        {"action": "approve_selected", "_selected_action": select(reviews)},
+        follow=True,
+    )
+    assert response.status_code == 200
+    decided = {d.review_id: d for d in Decision.objects.all()}
+    assert set(decided) == {reviews["tool"].pk, reviews["reply"].pk}
+    assert decided[reviews["tool"].pk].tool_calls == [{"id": "call_1", "action": "approve"}]
+    assert decided[reviews["reply"].pk].reply == {"action": "approve"}
+    assert all(d.decided_by == reviewer for d in decided.values())
+    messages = texts(response)
+    assert "2 reviews approved." in messages
+    assert "4 reviews refused." in messages
+    assert (
+        f"Review #{reviews['decided'].pk} refused: Review #{reviews['decided'].pk} was already decided."
+        in messages
+    )
+    assert any(
+        m.startswith(f"Review #{reviews['superseded'].pk} refused:") and "superseded" in m
+        for m in messages
+    )
+    assert (
+        f"Review #{reviews['question'].pk} refused: A question review is decided on its own screen."
+        in messages
+    )
+    assert any(
+        m.startswith(f"Review #{reviews['no_approve'].pk} refused: Invalid review action `approve`")
+        for m in messages
+    )
+
+
+def test_singular_summary(reviewer_client: Client) -> None:
+    review = make_tool_review()
+    response = reviewer_client.post(
+        QUEUE, {"action": "approve_selected", "_selected_action": [review.pk]}, follow=True
+    )
+    assert "1 review approved." in texts(response)
+
+
+def test_bulk_reject_asks_one_reason_on_an_intermediate_page(reviewer_client: Client) -> None:
+    reviews = {
+        "tool": make_tool_review(),
+        "reply": make_reply_review(),
+        "decided": make_tool_review(status="applied"),
+    }
+    data = {"action": "reject_selected", "_selected_action": select(reviews)}
+    page = reviewer_client.post(QUEUE, data)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Reject these 3 reviews?" in html
+    assert 'name="reason"' in html
+    assert html.count('name="_selected_action"') == 3
+    assert not Decision.objects.exists()
+
+    missing = reviewer_client.post(QUEUE, {**data, "post": "yes", "reason": "  "})
+    assert missing.status_code == 200
+    assert (
+        "This field is required." in missing.content.decode()
+        or "Say why" in missing.content.decode()
+    )
+    assert not Decision.objects.exists()
+
+    done = reviewer_client.post(
+        QUEUE, {**data, "post": "yes", "reason": "Spam thread."}, follow=True
+    )
+    decided = {d.review_id: d for d in Decision.objects.all()}
+    assert set(decided) == {reviews["tool"].pk, reviews["reply"].pk}
+    assert decided[reviews["tool"].pk].tool_calls == [
+        {"id": "call_1", "action": "reject", "message": "Spam thread."}
+    ]
+    assert decided[reviews["reply"].pk].reply == {"action": "reject", "message": "Spam thread."}
+    assert {d.note for d in decided.values()} == {"Spam thread."}
+    messages = texts(done)
+    assert "2 reviews rejected." in messages
+    assert "1 review refused." in messages

@@ -1,0 +1,169 @@
+"""The review queue (changelist): columns, order, filters, search and a flat query count."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from nitro_assistants.models import Review
+from tests.admin.conftest import make_reply_review, make_tool_review, review_url
+from tests.factories import DeliveryFactory, ReviewFactory
+
+pytestmark = pytest.mark.django_db
+QUEUE = "/admin/nitro_assistants/review/"
+
+
+def shown(response: Any) -> list[int]:
+    return [review.pk for review in response.context["cl"].result_list]
+
+
+def aged(review: Review, **delta: float) -> Review:
+    Review.objects.filter(pk=review.pk).update(
+        requested_at=timezone.now() - datetime.timedelta(**delta)
+    )
+    review.refresh_from_db()
+    return review
+
+
+def test_columns_show_what_is_held(reviewer_client: Client) -> None:
+    tool = aged(make_tool_review(), minutes=30)
+    reply = make_reply_review("Done! See you Tuesday at 10.\nBye")
+    DeliveryFactory(thread=tool.thread, status="failed")
+    response = reviewer_client.get(QUEUE)
+    assert response.status_code == 200
+    html = response.content.decode()
+    for header in (
+        "Review",
+        "Thread",
+        "Assistant",
+        "Kind",
+        "What is held",
+        "Age",
+        "Status",
+        "Delivery",
+    ):
+        assert f">{header}<" in html or f">{header}</a>" in html, header
+    assert "reschedule_appointment(&quot;day&quot;: &quot;Tuesday&quot;" in html
+    assert "Done! See you Tuesday at 10.</a>" in html  # the reply's first line only
+    assert "Bye" not in html
+    assert "30\xa0minutes" in html
+    assert f'href="{review_url(tool)}"' in html and f'href="{review_url(reply)}"' in html
+    assert str(tool.thread.thread_id)[:8] in html
+    assert '<td class="field-delivery">failed</td>' in html
+
+
+def test_oldest_pending_first_and_pending_by_default(reviewer_client: Client) -> None:
+    newest = make_tool_review()
+    oldest = aged(make_reply_review(), hours=3)
+    middle = aged(make_tool_review(), hours=1)
+    decided = aged(make_tool_review(status=Review.Status.APPLIED), days=2)
+    assert shown(reviewer_client.get(QUEUE)) == [oldest.pk, middle.pk, newest.pk]
+    everything = shown(reviewer_client.get(QUEUE, {"status": "all"}))
+    assert everything == [oldest.pk, middle.pk, newest.pk, decided.pk]  # pending first
+    assert shown(reviewer_client.get(QUEUE, {"status": "applied"})) == [decided.pk]
+
+
+def test_filters(reviewer_client: Client) -> None:
+    fresh = make_tool_review()
+    hour = aged(make_reply_review(), minutes=20)
+    day = aged(make_tool_review(assistant_key="tools"), hours=5)
+    old = aged(make_tool_review(), days=3)
+    DeliveryFactory(thread=hour.thread, status="delivered")
+    DeliveryFactory(thread=day.thread, status="pending")
+    DeliveryFactory(
+        thread=old.thread,
+        status="delivered",
+        first_seen_at=timezone.now() - datetime.timedelta(days=1),
+    )
+    DeliveryFactory(thread=old.thread, status="failed")  # the latest one counts
+
+    def only(**query: str) -> set[int]:
+        return set(shown(reviewer_client.get(QUEUE, query)))
+
+    assert only(kind="reply") == {hour.pk}
+    assert only(kind="tool_calls") == {fresh.pk, day.pk, old.pk}
+    assert only(assistant="tools") == {day.pk}
+    assert only(age="5m") == {fresh.pk}
+    assert only(age="1h") == {fresh.pk, hour.pk}
+    assert only(age="1d") == {fresh.pk, hour.pk, day.pk}
+    assert only(age="older") == {old.pk}
+    assert only(delivery="delivered") == {hour.pk}
+    assert only(delivery="pending") == {day.pk}
+    assert only(delivery="failed") == {old.pk}
+    assert only(delivery="none") == {fresh.pk}
+    html = reviewer_client.get(QUEUE).content.decode()
+    for label in (
+        "under 5 minutes",
+        "under 1 hour",
+        "under 1 day",
+        "older than 1 day",
+        "no delivery",
+    ):
+        assert label in html
+
+
+def test_search_by_thread_id_tool_name_and_text(reviewer_client: Client) -> None:
+    tool = make_tool_review()
+    other = make_tool_review(
+        [
+            {
+                "id": "c9",
+                "name": "cancel_appointment",
+                "args": {"appointment_id": 7},
+                "allowed_decisions": ["approve", "reject"],
+            }
+        ]
+    )
+    reply = make_reply_review("Your parcel ships on Friday")
+
+    def found(term: str) -> set[int]:
+        return set(shown(reviewer_client.get(QUEUE, {"q": term})))
+
+    assert found(str(tool.thread.thread_id)) == {tool.pk}
+    assert found("cancel_appointment") == {other.pk}
+    assert found("PARCEL ships") == {reply.pk}
+    assert found("Tuesday") == {tool.pk}
+    assert found("nothing like this") == set()
+
+
+def _queue_queries(client: Client) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(QUEUE, {"status": "all"})
+    assert response.status_code == 200
+    return len(queries)
+
+
+@pytest.mark.parametrize("client_fixture", ["reviewer_client", "superuser_client"])
+def test_query_count_is_flat(request: pytest.FixtureRequest, client_fixture: str) -> None:
+    client = request.getfixturevalue(client_fixture)
+    review = make_tool_review()
+    DeliveryFactory(thread=review.thread)
+    one = _queue_queries(client)
+    for index in range(99):
+        if index % 2:
+            extra = make_reply_review()
+        else:
+            extra = make_tool_review(
+                status=Review.Status.APPLIED if index % 3 else Review.Status.PENDING
+            )
+        DeliveryFactory(thread=extra.thread, status=["pending", "delivered", "failed"][index % 3])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("nitro_assistants.admin.reviews.ReviewAdmin.list_per_page", 100)
+        hundred = _queue_queries(client)
+        response = client.get(QUEUE, {"status": "all"})
+    assert len(response.context["cl"].result_list) == 100
+    assert one == hundred
+    assert hundred <= 10
+
+
+def test_queue_page_of_many_decided_rows_renders(reviewer_client: Client) -> None:
+    ReviewFactory.create_batch(3, status=Review.Status.SUPERSEDED)
+    response = reviewer_client.get(QUEUE, {"status": "superseded"})
+    assert len(shown(response)) == 3
+    assert "Metrics" in response.content.decode()
