@@ -1,0 +1,196 @@
+"""Thread, delivery, event and metrics screens."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+from django.contrib.messages import get_messages
+from django.test import Client
+from django.utils import timezone
+
+from nitro_assistants.exceptions import ThreadStateError
+from nitro_assistants.models import Decision, Event, Review, Run
+from nitro_assistants.services.audit import record_event
+from tests.admin.conftest import make_reply_review, make_tool_review
+from tests.factories import DecisionFactory, DeliveryFactory, RunFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def thread_url(review: Review) -> str:
+    return f"/admin/nitro_assistants/thread/{review.thread_id}/change/"
+
+
+def test_thread_page_shows_conversation_runs_reviews_deliveries_and_events(
+    reviewer_client: Client,
+) -> None:
+    review = make_tool_review()
+    RunFactory(thread=review.thread, status=Run.Status.INTERRUPTED, remote_run_id="remote-1")
+    DeliveryFactory(thread=review.thread, message_id="ai-9", status="failed", error="gateway down")
+    record_event(review.thread, "review_requested", review=review, kind="tool_calls")
+    response = reviewer_client.get(thread_url(review))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'class="nitro-msg nitro-human"' in html
+    assert "Can I move my appointment to Tuesday?" in html
+    assert "remote-1" in html  # runs
+    assert f"#{review.pk}</a>" in html  # reviews, linking to the review screen
+    assert "gateway down" in html  # deliveries
+    assert "review_requested" in html  # audit events
+    assert "Sync from server" in html
+
+
+class FakeAssistant:
+    def __init__(self, messages: list[dict[str, Any]], fail: bool = False) -> None:
+        self.messages = messages
+        self.fail = fail
+
+    def thread_state(self, thread_id: str) -> dict[str, Any]:
+        if self.fail:
+            raise ThreadStateError("Server answered 500: boom")
+        return {"values": {"messages": self.messages}, "next": []}
+
+    def under_review(self, thread_id: str) -> None:
+        return None
+
+
+def test_sync_from_server_mirrors_the_thread(
+    reviewer_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    review = make_tool_review()
+    messages = [
+        *review.thread.messages,
+        {"type": "tool", "id": "t1", "name": "reschedule_appointment", "content": "moved"},
+        {"type": "ai", "id": "a2", "content": "Done! moved"},
+    ]
+    monkeypatch.setattr(
+        "nitro_assistants.services.clients.assistant_for", lambda key: FakeAssistant(messages)
+    )
+    response = reviewer_client.post(
+        f"/admin/nitro_assistants/thread/{review.thread_id}/sync/", follow=True
+    )
+    assert "Thread synced from the server." in [str(m) for m in get_messages(response.wsgi_request)]
+    review.refresh_from_db()
+    assert review.status == Review.Status.SUPERSEDED  # the pause vanished on the server
+    assert review.thread.messages[-1]["content"] == "Done! moved"
+    assert "Done! moved" in response.content.decode()
+
+
+def test_sync_action_reports_failures(
+    reviewer_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    review = make_tool_review()
+    monkeypatch.setattr(
+        "nitro_assistants.services.clients.assistant_for",
+        lambda key: FakeAssistant([], fail=True),
+    )
+    response = reviewer_client.post(
+        "/admin/nitro_assistants/thread/",
+        {"action": "sync_selected", "_selected_action": [review.thread_id]},
+        follow=True,
+    )
+    messages = [str(m) for m in get_messages(response.wsgi_request)]
+    assert messages == [
+        f"Could not sync thread {review.thread.thread_id}: Server answered 500: boom"
+    ]
+    review.refresh_from_db()
+    assert review.status == Review.Status.PENDING
+
+
+def test_sync_needs_post(reviewer_client: Client) -> None:
+    review = make_tool_review()
+    response = reviewer_client.get(f"/admin/nitro_assistants/thread/{review.thread_id}/sync/")
+    assert response.status_code == 405
+
+
+def test_deliveries_failed_then_stuck_pending_first(reviewer_client: Client) -> None:
+    now = timezone.now()
+    delivered = DeliveryFactory(status="delivered", first_seen_at=now - datetime.timedelta(hours=5))
+    fresh = DeliveryFactory(status="pending", first_seen_at=now)
+    stuck = DeliveryFactory(status="pending", first_seen_at=now - datetime.timedelta(hours=1))
+    failed = DeliveryFactory(status="failed", first_seen_at=now - datetime.timedelta(minutes=1))
+    response = reviewer_client.get("/admin/nitro_assistants/delivery/")
+    assert [d.pk for d in response.context["cl"].result_list] == [
+        failed.pk,
+        stuck.pk,
+        fresh.pk,
+        delivered.pk,
+    ]
+    stuck_only = reviewer_client.get("/admin/nitro_assistants/delivery/", {"stuck": "yes"})
+    assert [d.pk for d in stuck_only.context["cl"].result_list] == [stuck.pk]
+    by_status = reviewer_client.get(
+        "/admin/nitro_assistants/delivery/", {"status__exact": "failed"}
+    )
+    assert [d.pk for d in by_status.context["cl"].result_list] == [failed.pk]
+    DeliveryFactory(status="failed", tool="send_email")
+    by_tool = reviewer_client.get("/admin/nitro_assistants/delivery/", {"tool": "send_email"})
+    assert [d.tool for d in by_tool.context["cl"].result_list] == ["send_email"]
+
+
+def test_events_are_read_only(superuser_client: Client) -> None:
+    review = make_tool_review()
+    event = record_event(review.thread, "review_requested", review=review, kind="tool_calls")
+    listing = superuser_client.get("/admin/nitro_assistants/event/")
+    assert listing.status_code == 200
+    assert "review_requested" in listing.content.decode()
+    page = superuser_client.get(f"/admin/nitro_assistants/event/{event.pk}/change/")
+    assert page.status_code == 200
+    assert 'name="_save"' not in page.content.decode()
+    assert (
+        superuser_client.post(f"/admin/nitro_assistants/event/{event.pk}/change/", {}).status_code
+        == 403
+    )
+    assert (
+        superuser_client.post(
+            f"/admin/nitro_assistants/event/{event.pk}/delete/", {"post": "yes"}
+        ).status_code
+        == 403
+    )
+    assert Event.objects.filter(pk=event.pk).exists()
+    assert "delete_selected" not in listing.content.decode()
+
+
+def test_metrics_page_shows_the_figures_and_svg_charts(reviewer_client: Client) -> None:
+    now = timezone.now()
+    make_tool_review()
+    make_tool_review()
+    make_reply_review()
+    for minutes, tool_calls, reply in [
+        (2, [{"id": "a", "action": "approve"}, {"id": "b", "action": "edit", "args": {}}], None),
+        (4, None, {"action": "reject", "message": "no"}),
+        (10, [{"id": "c", "action": "respond", "message": "done"}], None),
+    ]:
+        decision = DecisionFactory(
+            tool_calls=tool_calls, reply=reply, decided_at=now, review__status="applied"
+        )
+        Review.objects.filter(pk=decision.review_id).update(
+            requested_at=now - datetime.timedelta(minutes=minutes)
+        )
+    DeliveryFactory(status="delivered")
+    DeliveryFactory(status="failed")
+    response = reviewer_client.get("/admin/nitro_assistants/review/metrics/")
+    assert response.status_code == 200
+    metrics = response.context["metrics"]
+    assert metrics["pending_total"] == 3
+    assert metrics["median_all"] == "4.0 min"
+    assert metrics["decisions_total"] == 3
+    assert metrics["rates"] == {"approve": 25.0, "edit": 25.0, "reject": 25.0, "respond": 25.0}
+    html = response.content.decode()
+    assert html.count("<svg viewBox=") == 4
+    for title in (
+        "Pending reviews by kind",
+        "Median time to decision per day",
+        "Decisions by action",
+        "Delivery outcomes per day",
+    ):
+        assert title in html
+    assert "<script" not in html.split('id="content-main"')[1]  # no chart library, no network
+    assert Decision.objects.count() == 3
+
+
+def test_metrics_page_with_no_data(reviewer_client: Client) -> None:
+    response = reviewer_client.get("/admin/nitro_assistants/review/metrics/")
+    assert response.status_code == 200
+    assert response.content.decode().count("No data in this period.") == 4
