@@ -4,6 +4,7 @@ proxy in front of the real server (so a test can take it down), a real Celery wo
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -207,6 +208,17 @@ class Worker:
     process: subprocess.Popen[bytes]
     log_path: Path
     queue: str
+
+    def finished(self, task: str) -> int:
+        """How many runs of ``task`` the worker has finished (succeeded or failed)."""
+        text = self.log_path.read_text(errors="replace")
+        return len(re.findall(rf"Task {re.escape(task)}\[[^\]]+\] (?:succeeded|raised)", text))
+
+    def retry_delays(self, task: str) -> list[float]:
+        """The countdowns the worker logged for retries of ``task``, in order."""
+        text = self.log_path.read_text(errors="replace")
+        pattern = rf"Task {re.escape(task)}\[[^\]]+\] retry: Retry in ([0-9.]+)s"
+        return [float(d) for d in re.findall(pattern, text)]
 
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -10,13 +9,13 @@ import pytest
 import nitro_assistants
 from nitro_assistants import services, tasks
 from nitro_assistants.models import Decision, Delivery, Review, Run, Thread
-from tests.core.conftest import wait_for
+from tests.core.conftest import Worker, wait_for
 
 pytestmark = [pytest.mark.server, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def assistant(server_settings: Any, celery_worker: Any) -> Any:
+def assistant(server_settings: Any, celery_worker: Worker) -> Any:
     return nitro_assistants.assistants()["walkthrough"]
 
 
@@ -83,12 +82,14 @@ def test_full_loop_through_celery(assistant: Any, admin_user: Any) -> None:
         assert verbs.count(verb) == count, verbs
 
 
-def test_tasks_delivered_twice_act_once(assistant: Any) -> None:
+def test_tasks_delivered_twice_act_once(assistant: Any, celery_worker: Worker) -> None:
+    runs_done = celery_worker.finished("nitro_assistants.run_thread")
+    resumes_done = celery_worker.finished("nitro_assistants.resume_thread")
     run = services.start_run("walkthrough", "Can I move my appointment to Tuesday?")
     tasks.run_thread.delay(str(run.pk))  # the same run task, delivered again
     tasks.run_thread.delay(str(run.pk))
     review = pending_review(run.thread, "tool_calls")
-    time.sleep(1.5)  # let the extra deliveries finish
+    wait_for(lambda: celery_worker.finished("nitro_assistants.run_thread") >= runs_done + 3)
     assert len(remote_runs(assistant, run.thread, "nitro_run_id", str(run.pk))) == 1
 
     decision = services.decide(
@@ -97,7 +98,7 @@ def test_tasks_delivered_twice_act_once(assistant: Any) -> None:
     tasks.resume_thread.delay(decision.pk)  # the same resume task, delivered again
     tasks.resume_thread.delay(decision.pk)
     wait_for(lambda: Decision.objects.filter(pk=decision.pk, outcome="applied").exists())
-    time.sleep(1.5)
+    wait_for(lambda: celery_worker.finished("nitro_assistants.resume_thread") >= resumes_done + 3)
     assert len(remote_runs(assistant, run.thread, "reviewer_id", "system")) == 1
     assert Run.objects.filter(thread=run.thread, kind="resume").count() == 1
 
@@ -123,8 +124,9 @@ def test_tasks_delivered_twice_act_once(assistant: Any) -> None:
 
 
 def test_server_down_during_a_resume_is_retried_until_applied(
-    assistant: Any, server_settings: Any
+    assistant: Any, server_settings: Any, celery_worker: Worker
 ) -> None:
+    earlier = len(celery_worker.retry_delays("nitro_assistants.resume_thread"))
     run = services.start_run("walkthrough", "Can I move my appointment to Tuesday?")
     review = pending_review(run.thread, "tool_calls")
     proxy = server_settings
@@ -143,3 +145,6 @@ def test_server_down_during_a_resume_is_retried_until_applied(
     wait_for(lambda: Decision.objects.filter(pk=decision.pk, outcome="applied").exists(), 30)
     assert len(remote_runs(assistant, run.thread, "reviewer_id", "system")) == 1
     assert pending_review(run.thread, "reply").reply is not None
+    delays = celery_worker.retry_delays("nitro_assistants.resume_thread")[earlier : earlier + 2]
+    assert len(delays) == 2
+    assert delays[0] < delays[1]  # backing off: 0.5-1 s, then 1-2 s
