@@ -85,11 +85,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 
 def _check_celery() -> list[CheckMessage]:
-    from celery import current_app
+    from celery import _state
 
     # A shared_task with no configured app falls back to Celery's default app, which would send
     # every task to amqp://localhost: that is a missing app, not a choice.
-    app = current_app._get_current_object()
+    app = _state.get_current_app()
     if app.main is None and app.conf.broker_url is None:
         return [
             Error(

@@ -39,3 +39,10 @@ def test_settings_are_read_when_used(settings: Any) -> None:
     assert app_settings.DELIVERY_PENDING_AFTER == 7
     assert app_settings.RUN_MODE == "wait"  # default
     assert app_settings.client_config()["definitions"] == {}
+
+
+def test_no_celery_app_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from celery import Celery, _state
+
+    monkeypatch.setattr(_state, "get_current_app", lambda: Celery(set_as_current=False))
+    assert [message.id for message in check_settings()] == ["nitro_assistants.E008"]
