@@ -305,7 +305,7 @@ def test_several_held_calls_get_one_decision_each(reviewer_client: Client) -> No
         ]
     )
     html = reviewer_client.get(review_url(review)).content.decode()
-    assert html.count('class="module aligned nitro-call-form"') == 2
+    assert html.count('class="module nitro-call-form"') == 2
     data = {
         **stamp(review),
         "call-0-action": "edit",
