@@ -202,7 +202,9 @@ def execute_resume(decision: Decision | int) -> Decision:
         if record.outcome != Decision.Outcome.PENDING or record.run is None:
             return record
         review, run = record.review, record.run
-        thread = Thread.objects.select_for_update().get(pk=review.thread_id)
+        # Only the decision is locked while the resume runs (it may take as long as the model):
+        # a new customer message on the thread is not held up; the thread is locked to record.
+        thread = Thread.objects.get(pk=review.thread_id)
         thread_id = str(thread.thread_id)
         assistant = clients.assistant_for(thread.assistant_key)
         try:
@@ -234,6 +236,7 @@ def execute_resume(decision: Decision | int) -> Decision:
             _close(record, run, Decision.Outcome.FAILED, error)
             _fail_review(review, run, error)
             return record
+        thread = Thread.objects.select_for_update().get(pk=thread.pk)
         record.outcome = Decision.Outcome.APPLIED
         record.applied_at = timezone.now()
         record.save(update_fields=["outcome", "applied_at"])
