@@ -179,8 +179,8 @@ def collect_run(run: Run | uuid.UUID | str, *, wait: bool = True) -> Run:
     assistant = clients.assistant_for(run.thread.assistant_key)
     try:
         if not wait:
-            remote = find_remote_run(assistant, thread_id, {RUN_KEY: str(run.pk)})
-            if remote is not None and remote.get("status") in ACTIVE_REMOTE_STATUSES:
+            remote = assistant.get_run(thread_id=thread_id, run_id=run.remote_run_id)
+            if remote.get("status") in ACTIVE_REMOTE_STATUSES:
                 return run
         result = assistant.join_run(thread_id=thread_id, run_id=run.remote_run_id)
         messages = result.messages or assistant.thread_messages(thread_id=thread_id)
