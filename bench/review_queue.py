@@ -1,0 +1,198 @@
+"""Benchmark: the review queue page at 100,000 reviews, against the admin changelist of
+100,000 plain users in the same run (the "ordinary admin page" baseline).
+
+Prints, for each page, the SQL query count and the render time (median of several warm
+requests through the Django test client), and the ratio queue / users. No assertions: the goals
+are at most 10 queries and a ratio of at most 1.5.
+
+    .venv/bin/python bench/review_queue.py [--rows 100000] [--repeat 7]
+
+Uses its own PostgreSQL database (``test_nitro_bench``, kept between runs, seeded once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+os.environ.setdefault("NITRO_TEST_DB_NAME", "nitro_bench")
+
+import django
+
+django.setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from nitro_assistants.models import Delivery, Review, Thread  # noqa: E402
+
+BATCH = 5000
+
+
+def seed(rows: int) -> None:
+    """``rows`` threads each with one review (a tenth decided, the rest pending, mixed kinds and
+    ages), a delivery on every third thread, and ``rows`` plain users."""
+    User = get_user_model()
+    if Review.objects.count() >= rows and User.objects.count() >= rows:
+        return
+    print(f"seeding {rows:,} reviews and {rows:,} users (once) ...", flush=True)
+    Review.objects.all().delete()
+    Delivery.objects.all().delete()
+    Thread.objects.all().delete()
+    User.objects.all().delete()
+    now = timezone.now()
+    for start in range(0, rows, BATCH):
+        size = min(BATCH, rows - start)
+        threads = Thread.objects.bulk_create(
+            Thread(
+                thread_id=uuid.uuid4(),
+                assistant_key=("walkthrough", "tools", "per_call")[n % 3],
+                status=Thread.Status.INTERRUPTED,
+                values={
+                    "messages": [
+                        {"type": "human", "id": "h1", "content": f"Customer {start + n} asks"},
+                        {"type": "ai", "id": "a1", "content": "Let me do that for you."},
+                    ]
+                },
+            )
+            for n in range(size)
+        )
+        reviews = []
+        deliveries = []
+        for n, thread in enumerate(threads):
+            index = start + n
+            if index % 2:
+                payload: dict[str, Any] = {
+                    "tool_calls": [],
+                    "reply": {
+                        "content": f"Done! See you Tuesday at 10 (#{index}).",
+                        "allowed_decisions": ["approve", "edit", "reject"],
+                        "message_id": "a1",
+                    },
+                }
+                kind = Review.Kind.REPLY
+            else:
+                payload = {
+                    "tool_calls": [
+                        {
+                            "previous_message_id": "h1",
+                            "id": f"call-{index}",
+                            "name": "reschedule_appointment",
+                            "args": {"appointment_id": index, "day": "Tuesday", "time": "10:00"},
+                            "allowed_decisions": ["approve", "edit", "reject", "respond"],
+                        }
+                    ],
+                    "reply": None,
+                }
+                kind = Review.Kind.TOOL_CALLS
+            reviews.append(
+                Review(
+                    thread=thread,
+                    kind=kind,
+                    status=Review.Status.APPLIED if index % 10 == 0 else Review.Status.PENDING,
+                    interrupt_ids=[uuid.uuid4().hex],
+                    payload=payload,
+                )
+            )
+            if index % 3 == 0:
+                deliveries.append(
+                    Delivery(
+                        thread=thread,
+                        message_id="a1",
+                        tool="send_sms",
+                        status=("delivered", "failed", "pending")[index % 9 // 3],
+                        first_seen_at=now,
+                    )
+                )
+        Review.objects.bulk_create(reviews)
+        Delivery.objects.bulk_create(deliveries)
+        User.objects.bulk_create(
+            User(
+                username=f"user{start + n:07d}", email=f"user{start + n}@example.com", password="!"
+            )
+            for n in range(size)
+        )
+    # Spread the request times over the last 3 days (auto_now_add set them all to now).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE nitro_assistants_review SET requested_at = %s - (id %% 4320) * interval '1 minute'",
+            [now],
+        )
+        cursor.execute("ANALYZE")
+    print(f"seeded in the database {connection.settings_dict['NAME']}", flush=True)
+
+
+def measure(client: Client, url: str, repeat: int) -> tuple[int, float, int]:
+    """(queries, median milliseconds, bytes) of GET ``url``, after one warm-up request."""
+    response = client.get(url)
+    assert response.status_code == 200, (url, response.status_code)
+    times = []
+    queries = 0
+    for _ in range(repeat):
+        with CaptureQueriesContext(connection) as captured:
+            started = time.perf_counter()
+            response = client.get(url)
+            times.append((time.perf_counter() - started) * 1000)
+        queries = len(captured)
+    return queries, statistics.median(times), len(response.content)
+
+
+def main() -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+
+    setup_test_environment()
+    connection.creation.create_test_db(verbosity=0, keepdb=True)
+    seed(args.rows)
+    User = get_user_model()
+    admin_user = User.objects.filter(
+        username="bench-admin"
+    ).first() or User.objects.create_superuser("bench-admin", password="!")
+    client = Client()
+    client.force_login(admin_user)
+
+    pages = {
+        "review queue (pending, default)": "/admin/nitro_assistants/review/",
+        "review queue (all statuses)": "/admin/nitro_assistants/review/?status=all",
+        "review queue (tool calls, delivery failed)": "/admin/nitro_assistants/review/?kind__exact=tool_calls&delivery=failed",
+        "users changelist (baseline)": "/admin/auth/user/",
+    }
+    results = {name: measure(client, url, args.repeat) for name, url in pages.items()}
+    baseline = results["users changelist (baseline)"][1]
+    print(
+        f"\n{Review.objects.count():,} reviews, {User.objects.count():,} users; "
+        f"median of {args.repeat} warm requests\n"
+    )
+    print(f"{'page':48} {'queries':>7} {'ms':>9} {'ratio':>6} {'KiB':>6}")
+    for name, (queries, ms, size) in results.items():
+        print(f"{name:48} {queries:>7} {ms:>9.1f} {ms / baseline:>6.2f} {size / 1024:>6.0f}")
+    queue_queries, queue_ms, _ = results["review queue (pending, default)"]
+    print(
+        f"\nqueue: {queue_queries} queries (goal <= 10), "
+        f"render {queue_ms:.0f} ms vs users {baseline:.0f} ms: ratio {queue_ms / baseline:.2f} "
+        "(goal <= 1.5)"
+    )
+    return {
+        name: {"queries": q, "ms": round(ms, 1), "ratio": round(ms / baseline, 2)}
+        for name, (q, ms, _size) in results.items()
+    }
+
+
+if __name__ == "__main__":
+    started = datetime.datetime.now()
+    main()
+    print(f"(bench took {(datetime.datetime.now() - started).total_seconds():.0f} s)")
