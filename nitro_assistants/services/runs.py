@@ -96,7 +96,7 @@ def run_from_webhook_token(token: str) -> uuid.UUID:
 def find_remote_run(assistant: Any, thread_id: str, match: dict[str, str]) -> dict[str, Any] | None:
     """The server's run whose metadata carries every ``match`` item, if any."""
     try:
-        remotes = assistant.list_runs(thread_id=thread_id)
+        remotes = assistant.list_runs(thread_id=thread_id, limit=100)
     except NitroAssistantsError as exc:
         if getattr(exc, "status_code", None) == 404:  # no thread yet: no run either
             return None

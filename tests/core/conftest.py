@@ -112,7 +112,7 @@ class FakeAssistant:
         self.remote_runs.append(run)
         return run
 
-    def list_runs(self, thread_id: str) -> list[dict[str, Any]]:
+    def list_runs(self, thread_id: str, limit: int = 20) -> list[dict[str, Any]]:
         self.calls.append(("list_runs", {"thread_id": thread_id}))
         return list(self.remote_runs)
 
