@@ -198,3 +198,31 @@ def test_an_interaction_is_mirrored_with_its_revision_and_digest(
     with django_capture_on_commit_callbacks(execute=True):
         services.sync_thread(run.thread)  # the same pause: no new revision
     assert Review.objects.filter(thread=run.thread).count() == 1
+
+
+def test_sync_follows_a_review_decided_elsewhere(
+    server_settings: Any,
+    enqueued: list[Any],
+    signal_log: list[Any],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    run = run_now("walkthrough", MOVE, django_capture_on_commit_callbacks)
+    old = Review.objects.get(thread=run.thread, status="pending")
+    assistant = nitro_assistants.assistants()["walkthrough"]
+    assistant.review(  # another app (or a person with the raw API) resumes the thread
+        thread_id=str(run.thread.thread_id),
+        reviewer_id="elsewhere",
+        interrupt_id=old.interrupt_id,
+        tool_calls=[{"id": old.tool_calls[0]["id"], "action": "approve"}],
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        services.sync_thread(run.thread)
+    old.refresh_from_db()
+    assert old.status == Review.Status.SUPERSEDED
+    new = Review.objects.get(thread=run.thread, status="pending")
+    assert new.kind == "reply"
+    assert new.run is None  # found by the sync, not by a run of ours
+    assert [kw["reason"] for kw in sent(signal_log, "review_superseded")] == ["replaced"]
+    assert [kw["review"] for kw in sent(signal_log, "review_requested")] == [old, new]
+    run.thread.refresh_from_db()
+    assert run.thread.messages == assistant.thread_messages(thread_id=str(run.thread.thread_id))
