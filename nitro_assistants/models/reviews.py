@@ -9,6 +9,15 @@ from django.utils.translation import gettext_lazy as _
 from nitro_assistants.models.threads import Run, Thread
 
 
+def pending_first() -> models.Case:
+    """0 for a pending review, 1 for any other: the review queue's first sort key (indexed)."""
+    return models.Case(
+        models.When(status="pending", then=models.Value(0)),
+        default=models.Value(1),
+        output_field=models.IntegerField(),
+    )
+
+
 class Review(models.Model):
     """What a thread is paused on. At most one ``pending`` review per thread."""
 
@@ -64,6 +73,13 @@ class Review(models.Model):
         ]
         indexes = [
             models.Index(fields=["status", "requested_at"], name="nitro_review_queue_idx"),
+            # The admin queue across every status: pending first, oldest first, no sort.
+            models.Index(
+                pending_first(),
+                models.F("requested_at"),
+                models.F("id"),
+                name="nitro_review_pending_first_idx",
+            ),
         ]
 
     def __str__(self) -> str:
