@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
-from django.db.models import Case, IntegerField, OuterRef, QuerySet, Subquery, Value, When
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -42,6 +42,7 @@ from nitro_assistants.admin.forms import (
 from nitro_assistants.admin.options import ReadOnlyAdmin, can_decide
 from nitro_assistants.exceptions import ThreadResumptionError
 from nitro_assistants.models import Decision, Delivery, Event, Review
+from nitro_assistants.models.reviews import pending_first
 
 
 def latest_delivery_state() -> Subquery:
@@ -145,12 +146,7 @@ class ReviewAdmin(ReadOnlyAdmin):
     def get_ordering(self, request: HttpRequest) -> list[Any]:
         if request.GET.get(QueueStatusFilter.parameter_name, Review.Status.PENDING) != "all":
             return ["requested_at", "pk"]  # one status: the queue index serves it
-        pending_first = Case(
-            When(status=Review.Status.PENDING, then=Value(0)),
-            default=Value(1),
-            output_field=IntegerField(),
-        )
-        return [pending_first.asc(), "requested_at", "pk"]
+        return [pending_first().asc(), "requested_at", "pk"]  # nitro_review_pending_first_idx
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Review], search_term: str
