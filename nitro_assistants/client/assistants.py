@@ -23,7 +23,7 @@ from nitro_assistants.client.results import (
     RunResult,
     pending_review,
 )
-from nitro_assistants.client.review import build_resume
+from nitro_assistants.client.review import build_resume, review_messages
 from nitro_assistants.client.sse import ServerSentEvent, parse_sse
 from nitro_assistants.exceptions import (
     ConfigurationError,
@@ -137,11 +137,7 @@ class Assistants:
             raise RunError("run needs at least one message")
         thread_id = _check_uuid(thread_id, RunError)
         body = self._run_body(assistant_id, messages[-1], context, metadata)
-        if not known_thread:
-            if len(messages) > 1:
-                self._ensure_thread(thread_id, assistant_id, messages[:-1])
-            else:
-                body["if_not_exists"] = "create"
+        self._prepare_thread(body, thread_id, assistant_id, messages, known_thread)
         try:
             response = self.transport.request(
                 "POST", f"/threads/{thread_id}/runs/wait", json=body, idempotent=False
@@ -235,11 +231,8 @@ class Assistants:
             body["multitask_strategy"] = "reject"
         if webhook:
             body["webhook"] = webhook
-        if messages and not known_thread:
-            if len(messages) > 1:
-                self._ensure_thread(thread_id, assistant_id, messages[:-1])
-            else:
-                body["if_not_exists"] = "create"
+        if messages:
+            self._prepare_thread(body, thread_id, assistant_id, messages, known_thread)
         try:
             response = self.transport.request(
                 "POST", f"/threads/{thread_id}/runs", json=body, idempotent=False
@@ -292,8 +285,12 @@ class Assistants:
         stream_mode: str | Iterable[str] = ("values",),
         command: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
+        known_thread: bool = False,
     ) -> Iterator[ServerSentEvent]:
-        """Start a run and yield its server-sent events (``POST /threads/{id}/runs/stream``)."""
+        """Start a run and yield its server-sent events (``POST /threads/{id}/runs/stream``).
+
+        The thread is initialized as for :meth:`run`: earlier messages seed a new thread once.
+        """
         if not messages and command is None:
             raise RunError("stream needs messages or a command")
         thread_id = _check_uuid(thread_id, RunError)
@@ -301,8 +298,8 @@ class Assistants:
         body["stream_mode"] = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
         if command is not None:
             body["command"] = command
-        else:
-            body["if_not_exists"] = "create"
+        if messages:
+            self._prepare_thread(body, thread_id, assistant_id, messages, known_thread)
         return self._stream(thread_id, body, RunError)
 
     def _stream(
@@ -423,6 +420,26 @@ class Assistants:
         self._graph_ids[assistant_id] = str(graph)
         return str(graph)
 
+    def _prepare_thread(
+        self,
+        body: dict[str, Any],
+        thread_id: str,
+        assistant_id: str,
+        messages: list[dict[str, Any]],
+        known_thread: bool,
+    ) -> None:
+        """Make sure the run in ``body`` lands on an initialized thread.
+
+        Earlier messages seed a new thread (one request); a lone message lets the run create the
+        thread itself (``if_not_exists``), which costs no request at all.
+        """
+        if known_thread:
+            return
+        if len(messages) > 1:
+            self._ensure_thread(thread_id, assistant_id, messages[:-1])
+        else:
+            body["if_not_exists"] = "create"
+
     def _ensure_thread(
         self, thread_id: str, assistant_id: str, history: list[dict[str, Any]]
     ) -> None:
@@ -439,7 +456,11 @@ class Assistants:
                 {"updates": [{"values": {"messages": history}, "as_node": self.seed_as_node}]}
             ]
         try:
-            response = self.transport.request("POST", "/threads", json=body, idempotent=True)
+            # Create-and-seed is all or nothing, so a retry that meets 409 finds the thread
+            # seeded. Create-then-seed is not: a lost answer retried would skip the seeding.
+            response = self.transport.request(
+                "POST", "/threads", json=body, idempotent=bool(self.seed_as_node)
+            )
         except TransportError as exc:
             raise ThreadInitializationError(str(exc), transient=True) from None
         if response.status_code == 409:
@@ -536,9 +557,10 @@ class Assistants:
             reviewer_id=reviewer_id,
             reviewed_at=stamp,
         )
-        body = self._run_body(
-            assistant_id, None, context, {"reviewer_id": reviewer_id, "reviewed_at": stamp}
-        )
+        metadata: dict[str, Any] = {"reviewer_id": reviewer_id, "reviewed_at": stamp}
+        if reasons := review_messages(tool_calls):
+            metadata["review_messages"] = reasons
+        body = self._run_body(assistant_id, None, context, metadata)
         del body["input"]
         body["command"] = {"resume": resume}
         body["multitask_strategy"] = "reject"

@@ -43,6 +43,10 @@ def _reviews_by_id(
 def _tool_decision(call: dict[str, Any], review: dict[str, Any]) -> dict[str, Any]:
     action = review.get("action")
     allowed = call["allowed_decisions"]
+    if action is None:
+        raise _fail(
+            f"The review of tool call `{call['id']}` needs an `action`: one of {', '.join(allowed)}"
+        )
     if action not in allowed:
         raise _fail(
             f"Invalid review action `{action}` for tool call `{call['id']}` ({call['name']}); "
@@ -74,8 +78,22 @@ def _tool_decision(call: dict[str, Any], review: dict[str, Any]) -> dict[str, An
     elif action == "reject" and review.get("message") is not None:
         if not isinstance(review["message"], str):
             raise _fail(f"The reject message for tool call `{call['id']}` must be text")
-        decision["message"] = review["message"]
+        # The reason is recorded, never shown to the model (which gets LangChain's neutral
+        # notice): it travels in the resume's metadata, see ``review_messages``.
     return decision
+
+
+def review_messages(
+    tool_calls: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]] | None,
+) -> dict[str, str]:
+    """Reject reasons by tool-call id, for the resume's ``config.metadata`` (never the model)."""
+    if tool_calls is None:
+        return {}
+    return {
+        str(review["id"]): review["message"]
+        for review in _reviews_by_id(tool_calls)
+        if review.get("action") == "reject" and isinstance(review.get("message"), str)
+    }
 
 
 def _tool_decisions(

@@ -239,7 +239,7 @@ RESCHEDULE = ("reschedule_appointment", {"appointment_id": 42, "day": "Tuesday",
     [
         ({"action": "approve"}, "Appointment 42 moved to Tuesday at 10:00", "success"),
         ({"action": "edit", "args": {"time": "11:30"}}, "moved to Tuesday at 11:30", "success"),
-        ({"action": "reject", "message": "Wrong day"}, "with reason: Wrong day", "error"),
+        ({"action": "reject", "message": "Wrong day"}, "The tool was not executed", "error"),
         ({"action": "respond", "message": "Customer called in"}, "Customer called in", "success"),
     ],
 )
@@ -258,6 +258,12 @@ def test_tool_call_decisions_take_effect(
     (tool,) = tool_messages(result.messages)
     assert tool_result in tool["content"] and tool["status"] == status
     assert result.reply == "Done! " + tool["content"]
+    assert "Wrong day" not in json.dumps(result.messages), "a reject reason never reaches the model"
+    if decision.get("message"):
+        recorded = client.thread_state(thread_id=thread_id)["metadata"]
+        assert recorded["reviewer_id"] == "jane"
+        if decision["action"] == "reject":
+            assert recorded["review_messages"] == {review.tool_calls[0]["id"]: "Wrong day"}
 
 
 def test_only_held_calls_are_reviewed_and_unheld_ones_run(client: Assistants) -> None:
@@ -550,15 +556,23 @@ def test_unknown_assistant_is_a_run_error(client: Assistants) -> None:
         client.run(thread_id=str(uuid.uuid4()), assistant_id=str(uuid.uuid4()), messages=[CUSTOMER])
 
 
-def test_stream_yields_the_runs_events(client: Assistants) -> None:
+def test_stream_yields_the_runs_events_and_seeds_a_new_thread(client: Assistants) -> None:
     events = list(
         client.stream(
             thread_id=str(uuid.uuid4()),
             assistant_id="plain",
-            messages=[{"role": "user", "content": "reply: streamed"}],
+            messages=[
+                {"role": "user", "content": "Hi"},
+                {"role": "user", "content": "reply: streamed"},
+            ],
             stream_mode=["values", "updates"],
         )
     )
+    assert [m["content"] for m in events[-1].data["messages"]] == [
+        "Hi",
+        "reply: streamed",
+        "streamed",
+    ]
     kinds = [e.event for e in events]
     assert kinds[0] == "metadata" and "updates" in kinds
     assert events[-1].event == "values"

@@ -359,7 +359,8 @@ def test_review_resume_body(mock, client):
     [
         ({"action": "approve"}, {"type": "approve"}),
         ({"action": "reject"}, {"type": "reject"}),
-        ({"action": "reject", "message": "wrong day"}, {"type": "reject", "message": "wrong day"}),
+        # The reason goes to the resume's metadata, never to the model (Ruby 4.1 #review).
+        ({"action": "reject", "message": "wrong day"}, {"type": "reject"}),
         ({"action": "respond", "message": "Use Wed"}, {"type": "respond", "message": "Use Wed"}),
     ],
 )
@@ -376,6 +377,11 @@ def test_review_decision_types(mock, client, review, decision):
     sent = body(mock.calls[1])["command"]["resume"][INTERRUPT]["decisions"]
     assert sent == [{**decision, "reviewer_id": "jane", "reviewed_at": WHEN}]
     assert body(mock.calls[1])["context"] == {}
+    metadata = body(mock.calls[1])["config"]["metadata"]
+    if review.get("message") and review["action"] == "reject":
+        assert metadata["review_messages"] == {"call-1": "wrong day"}
+    else:
+        assert "review_messages" not in metadata
 
 
 def test_review_reviewed_at_defaults_to_now_in_utc(mock, client):

@@ -133,7 +133,7 @@ APPROVE_BOTH = [{"id": "call-1", "action": "approve"}, {"id": "call-2", "action"
         ),
         (
             [{"id": "call-1"}, {"id": "call-2", "action": "approve"}],
-            "Invalid review action `None` for tool call `call-1`",
+            "The review of tool call `call-1` needs an `action`: one of approve, edit, reject, respond",
         ),
         (
             [
