@@ -75,7 +75,7 @@ def _tool_decision(call: dict[str, Any], review: dict[str, Any]) -> dict[str, An
                 f"`respond` to tool call `{call['id']}` needs a `message`: the tool's result"
             )
         decision["message"] = review["message"]
-    elif action == "reject" and not isinstance(review.get("message", ""), str):
+    elif action == "reject" and not isinstance(review.get("message") or "", str):
         # The reason itself is recorded, never shown to the model (which gets LangChain's
         # neutral notice): it travels in the resume's metadata, see ``review_messages``.
         raise _fail(f"The reject message for tool call `{call['id']}` must be text")
