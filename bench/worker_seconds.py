@@ -68,9 +68,20 @@ def main() -> None:
     from nitro_assistants import services, tasks
 
     call_command("migrate", verbosity=0)
-    for task in (tasks.run_thread, tasks.collect_run):  # timed here, not sent to a broker
-        task.delay = lambda *a, **k: None
-        task.apply_async = lambda *a, **k: None
+    webhooks: list[str] = []
+    tasks.run_thread.delay = lambda *a, **k: None  # timed here, not sent to a broker
+    tasks.collect_run.apply_async = lambda *a, **k: None
+    tasks.collect_run.delay = lambda run_pk, **k: webhooks.append(run_pk)
+
+    from django.test.testcases import LiveServerThread, _StaticFilesHandler
+
+    app_server = LiveServerThread("127.0.0.1", _StaticFilesHandler)
+    app_server.daemon = True
+    app_server.start()
+    app_server.is_ready.wait()
+    if app_server.error:
+        raise app_server.error
+    webhook_url = f"http://127.0.0.1:{app_server.port}/nitro/webhook/"
 
     workdir = Path(tempfile.mkdtemp(prefix="nitro-bench-"))
     server = LangGraphServer(workdir=workdir, graphs={"slow": f"{Path(__file__).resolve()}:slow"})
@@ -83,33 +94,47 @@ def main() -> None:
             "TIMEOUT": args.seconds * 4,
         }
         print(f"model run: {args.seconds:g}s; {args.runs} run(s) per mode")
-        for mode in ("wait", "background"):
-            with override_settings(NITRO_ASSISTANTS={**base, "RUN_MODE": mode}):
-                held, wall = [], []
+        modes = [
+            ("wait", {"RUN_MODE": "wait"}),
+            ("background, polled", {"RUN_MODE": "background"}),
+            ("background, webhook", {"RUN_MODE": "background", "WEBHOOK_URL": webhook_url}),
+        ]
+        for label, options in modes:
+            with override_settings(NITRO_ASSISTANTS={**base, **options}):
+                held, wall, calls, created = [], [], [], []
                 for _ in range(args.runs):
                     run = services.start_run("slow", "think")
                     began = time.perf_counter()
-                    inside = 0.0
                     t = time.perf_counter()
                     run = services.execute_run(run.pk)
-                    inside += time.perf_counter() - t
-                    polls = 0
+                    inside, count = time.perf_counter() - t, 1
+                    created.append(inside)
                     while not run.finished:
-                        time.sleep(1)
+                        if "WEBHOOK_URL" in options:  # the server calls the app's webhook
+                            deadline = time.monotonic() + args.seconds * 4
+                            while str(run.pk) not in webhooks and time.monotonic() < deadline:
+                                time.sleep(0.05)
+                            wait = True
+                        else:  # a poll task every second
+                            time.sleep(1)
+                            wait = False
                         t = time.perf_counter()
-                        run = services.collect_run(run.pk, wait=False)
+                        run = services.collect_run(run.pk, wait=wait)
                         inside += time.perf_counter() - t
-                        polls += 1
+                        count += 1
                     assert run.status == "succeeded", (run.status, run.error)
                     held.append(inside)
                     wall.append(time.perf_counter() - began)
+                    calls.append(count)
                 print(
-                    f"{mode:>10}: worker-seconds held per run {sum(held) / len(held):6.3f}s "
-                    f"(wall {sum(wall) / len(wall):.2f}s"
-                    + (f", {polls} polls of the last run)" if mode == "background" else ")")
+                    f"{label:>20}: worker-seconds held per run {sum(held) / len(held):6.3f}s "
+                    f"in {sum(calls) / len(calls):.1f} task runs "
+                    f"(creating the run: {sum(created) / len(created):.3f}s) "
+                    f"(wall {sum(wall) / len(wall):.2f}s)"
                 )
     finally:
         server.stop()
+        app_server.terminate()
 
 
 if __name__ == "__main__":

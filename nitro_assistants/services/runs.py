@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from nitro_assistants import signals
+from nitro_assistants.client import RunResult
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError, RunError
 from nitro_assistants.models import Run, Thread
@@ -23,6 +24,7 @@ from nitro_assistants.services.mirror import record_result
 RUN_KEY = "nitro_run_id"
 WEBHOOK_SALT = "nitro_assistants.webhook"
 ACTIVE_REMOTE_STATUSES = frozenset({"pending", "running"})
+ENDED_REMOTE_STATUSES = frozenset({"success", "interrupted"})
 
 
 def _normalize_messages(messages: Iterable[Any] | str) -> list[dict[str, Any]]:
@@ -178,11 +180,25 @@ def collect_run(run: Run | uuid.UUID | str, *, wait: bool = True) -> Run:
     thread_id = str(run.thread.thread_id)
     assistant = clients.assistant_for(run.thread.assistant_key)
     try:
-        if not wait:
+        status = None
+        if not wait or app_settings.RUN_MODE == "background":
             remote = assistant.get_run(thread_id=thread_id, run_id=run.remote_run_id)
-            if remote.get("status") in ACTIVE_REMOTE_STATUSES:
+            status = remote.get("status")
+            if status in ACTIVE_REMOTE_STATUSES and not wait:
                 return run
-        result = assistant.join_run(thread_id=thread_id, run_id=run.remote_run_id)
+        if status in ENDED_REMOTE_STATUSES:
+            # Ended well: read the thread's state. Joining an ended run costs the in-memory
+            # runtime ~0.5 s of queue polling; an error still goes through join, which reports it.
+            state = assistant.thread_state(thread_id=thread_id)
+            values = state.get("values") or {}
+            result = RunResult.build(
+                values,
+                interrupts=state.get("interrupts") or [],
+                messages=values.get("messages") or [],
+                run_id=run.remote_run_id,
+            )
+        else:
+            result = assistant.join_run(thread_id=thread_id, run_id=run.remote_run_id)
         messages = result.messages or assistant.thread_messages(thread_id=thread_id)
     except NitroAssistantsError as exc:
         if is_transient(exc):
