@@ -129,7 +129,7 @@ def main() -> None:
                 print(
                     f"{label:>20}: worker-seconds held per run {sum(held) / len(held):6.3f}s "
                     f"in {sum(calls) / len(calls):.1f} task runs "
-                    f"(creating the run: {sum(created) / len(created):.3f}s) "
+                    f"(first task run: {sum(created) / len(created):.3f}s) "
                     f"(wall {sum(wall) / len(wall):.2f}s)"
                 )
     finally:
