@@ -13,8 +13,11 @@ def assistant_for(assistant_key: str) -> Any:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for errors worth retrying: connection errors, timeouts, 502/503/504."""
-    if getattr(exc, "transient", False):
+    """True for errors worth retrying: connection errors, timeouts, 502/503/504, and a lost
+    database connection (the service checks state again when retried)."""
+    from django.db import InterfaceError, OperationalError
+
+    if getattr(exc, "transient", False) or isinstance(exc, OperationalError | InterfaceError):
         return True
     try:
         import requests
