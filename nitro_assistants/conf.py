@@ -24,6 +24,7 @@ class AppSettings:
         "TASK_RETRY_BACKOFF": 2,
         "TASK_RETRY_BACKOFF_MAX": 300,
         "SWEEP_BATCH_SIZE": 2000,
+        "REQUEUE_AFTER": 600,
     }
 
     def _setting(self, name: str) -> Any:
@@ -94,6 +95,11 @@ class AppSettings:
     @property
     def SWEEP_BATCH_SIZE(self) -> int:
         return int(self._setting("SWEEP_BATCH_SIZE"))
+
+    @property
+    def REQUEUE_AFTER(self) -> int:
+        """Seconds without progress after which a run or decision is enqueued again."""
+        return int(self._setting("REQUEUE_AFTER"))
 
     def client_config(self) -> dict[str, Any]:
         """What :class:`nitro_assistants.client.registry.Registry` is built from."""

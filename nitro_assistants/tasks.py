@@ -10,6 +10,10 @@ Beat schedule for the delivery sweep (in the host project's Celery config)::
             "task": "nitro_assistants.sweep_deliveries",
             "schedule": 60.0,
         },
+        "nitro-assistants-requeue-stale": {
+            "task": "nitro_assistants.requeue_stale",
+            "schedule": 300.0,
+        },
     }
 """
 
@@ -94,3 +98,9 @@ def sync_thread(self: Task, thread_pk: int) -> str:
 @task("nitro_assistants.sweep_deliveries")
 def sweep_deliveries() -> dict[str, int]:
     return services.sweep_deliveries()
+
+
+@task("nitro_assistants.requeue_stale")
+def requeue_stale() -> dict[str, int]:
+    """Periodic: enqueue again recorded runs and decisions that no task is working on."""
+    return services.requeue_stale()

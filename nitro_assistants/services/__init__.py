@@ -5,6 +5,7 @@ and enqueues Celery work after the transaction commits."""
 from __future__ import annotations
 
 from nitro_assistants.services.deliveries import record_deliveries, sweep_deliveries
+from nitro_assistants.services.recovery import requeue_stale
 from nitro_assistants.services.reviews import (
     ReviewNotPendingError,
     decide,
@@ -30,6 +31,7 @@ __all__ = [
     "fail_resume",
     "fail_run",
     "record_deliveries",
+    "requeue_stale",
     "start_run",
     "supersede_pending_review",
     "sweep_deliveries",

@@ -96,3 +96,28 @@ def test_sweep_command(settings: Any) -> None:
     call_command("nitro_assistants_sweep", stdout=out)
     assert out.getvalue().strip() == "1 pending past the limit, 1 failed, alerted."
     assert not Delivery.objects.filter(alerted_at__isnull=True).exists()
+
+
+@pytest.mark.django_db
+def test_requeue_stale_enqueues_only_work_nobody_picked_up(
+    enqueued: list[Any], settings: Any
+) -> None:
+    from nitro_assistants.models import Decision
+    from tests.factories import DecisionFactory, RunFactory
+
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "REQUEUE_AFTER": 60}
+    now = timezone.now()
+    old = now - datetime.timedelta(seconds=120)
+    lost_run = RunFactory()  # committed, then the process died before enqueueing it
+    RunFactory()  # fresh: its task is probably on its way
+    RunFactory(status=Run.Status.SUCCEEDED)
+    Run.objects.filter(pk=lost_run.pk).update(created_at=old)
+    RunFactory(status=Run.Status.RUNNING, started_at=now)  # being worked on
+    lost_decision = DecisionFactory(decided_at=old)
+    DecisionFactory(decided_at=now)
+    DecisionFactory(decided_at=old, outcome=Decision.Outcome.APPLIED)
+    assert services.requeue_stale(now) == {"runs": 1, "decisions": 1}
+    assert sorted(enqueued) == [
+        ("nitro_assistants.resume_thread", (lost_decision.pk,)),
+        ("nitro_assistants.run_thread", (str(lost_run.pk),)),
+    ]
