@@ -35,6 +35,6 @@ def requeue_stale(now: datetime.datetime | None = None) -> dict[str, int]:
         .filter(Q(run__started_at__isnull=True) | Q(run__started_at__lte=cutoff))
         .values_list("pk", flat=True)
     )
-    for pk in decisions:
-        tasks.resume_thread.delay(pk)
+    for decision_pk in decisions:
+        tasks.resume_thread.delay(decision_pk)
     return {"runs": len(runs), "decisions": len(decisions)}
