@@ -156,7 +156,7 @@ def main() -> dict[str, Any]:
     args = parser.parse_args()
 
     setup_test_environment()
-    connection.creation.create_test_db(verbosity=0, keepdb=True)
+    connection.creation.create_test_db(verbosity=0, keepdb=True, serialize=False)
     seed(args.rows)
     User = get_user_model()
     admin_user = User.objects.filter(
