@@ -171,6 +171,12 @@ def test_review_round_trip_on_the_real_server(
     assert delivery.status == Delivery.Status.DELIVERED
     assert delivery.content == "Moved to Thursday at 10:00. See you then!"
 
+    page.goto(f"{live_server.url}/admin/nitro_assistants/thread/{thread.pk}/change/")
+    conversation = page.locator(".nitro-conversation").inner_text()
+    assert "Moved to Thursday at 10:00. See you then!" in conversation
+    assert "delivery: delivered" in conversation.lower()
+    shot(page, "thread")
+
     page.goto(f"{live_server.url}/admin/nitro_assistants/review/metrics/")
     assert page.locator("svg[role=img]").count() >= 3
     shot(page, "metrics")

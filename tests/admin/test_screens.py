@@ -194,3 +194,39 @@ def test_metrics_page_with_no_data(reviewer_client: Client) -> None:
     response = reviewer_client.get("/admin/nitro_assistants/review/metrics/")
     assert response.status_code == 200
     assert response.content.decode().count("No data in this period.") == 4
+
+
+def test_every_list_and_detail_page_renders(superuser_client: Client) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    review = make_tool_review()
+    run = RunFactory(thread=review.thread)
+    decision = DecisionFactory(review=make_reply_review(status="decided"))
+    delivery = DeliveryFactory(thread=review.thread)
+    event = record_event(review.thread, "run_requested", run=run)
+    pages = {
+        "thread": review.thread_id,
+        "run": run.pk,
+        "decision": decision.pk,
+        "delivery": delivery.pk,
+        "event": event.pk,
+    }
+    for model, pk in pages.items():
+        with CaptureQueriesContext(connection) as queries:
+            listing = superuser_client.get(f"/admin/nitro_assistants/{model}/")
+        assert listing.status_code == 200, model
+        assert len(queries) <= 12, (model, len(queries))
+        assert (
+            superuser_client.get(f"/admin/nitro_assistants/{model}/{pk}/change/").status_code == 200
+        )
+    assert superuser_client.get("/admin/nitro_assistants/").status_code == 200
+
+
+def test_a_form_without_its_stamp_is_refused(reviewer_client: Client) -> None:
+    review = make_tool_review()
+    response = reviewer_client.post(
+        f"/admin/nitro_assistants/review/{review.pk}/review/", {"call-0-action": "approve"}
+    )
+    assert response.status_code == 409
+    assert not Decision.objects.exists()
