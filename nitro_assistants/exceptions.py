@@ -53,6 +53,14 @@ class ReviewSupersededError(ThreadResumptionError):
         self.interrupt_id = interrupt_id
 
 
+class ReviewNotPendingError(ThreadResumptionError):
+    """A local review was already decided, superseded or closed: nothing was recorded."""
+
+    def __init__(self, message: str, *, review: object | None = None) -> None:
+        super().__init__(message)
+        self.review = review
+
+
 class UnknownAssistantError(NitroAssistantsError, KeyError):
     """The registry has no definition under that key."""
 

@@ -4,10 +4,10 @@ and enqueues Celery work after the transaction commits."""
 
 from __future__ import annotations
 
+from nitro_assistants.exceptions import ReviewNotPendingError
 from nitro_assistants.services.deliveries import record_deliveries, sweep_deliveries
 from nitro_assistants.services.recovery import requeue_stale
 from nitro_assistants.services.reviews import (
-    ReviewNotPendingError,
     decide,
     execute_resume,
     fail_resume,

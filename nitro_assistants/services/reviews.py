@@ -9,8 +9,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from nitro_assistants import signals
+from nitro_assistants.client.results import REPLY_DECISIONS, PendingReview, ReplyDraft
+from nitro_assistants.client.review import build_resume
 from nitro_assistants.exceptions import (
     NitroAssistantsError,
+    ReviewNotPendingError,
     ReviewSupersededError,
     ThreadResumptionError,
 )
@@ -20,16 +23,6 @@ from nitro_assistants.services.audit import record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.mirror import record_result, supersede
 from nitro_assistants.services.runs import find_remote_run
-
-REPLY_ACTIONS = ("approve", "edit", "reject")
-
-
-class ReviewNotPendingError(ThreadResumptionError):
-    """The review was already decided, superseded or closed: nothing was recorded."""
-
-    def __init__(self, message: str, *, review: Review | None = None):
-        super().__init__(message)
-        self.review = review
 
 
 def supersede_pending_review(thread: Thread, *, reason: str, actor: Any = None) -> Review | None:
@@ -44,73 +37,73 @@ def supersede_pending_review(thread: Thread, *, reason: str, actor: Any = None) 
     return supersede(review, reason=reason, actor=actor)
 
 
+def pending_review_of(review: Review) -> PendingReview:
+    """The client's view of what ``review`` holds, so local validation is the client's own."""
+    reply = review.reply
+    calls = review.tool_calls
+    return PendingReview(
+        kind=review.kind,
+        interrupt_id=review.interrupt_id,
+        interrupt_ids=list(review.interrupt_ids),
+        tool_calls=calls,
+        reply=ReplyDraft(
+            content=str(reply.get("content") or ""),
+            allowed_decisions=list(reply.get("allowed_decisions") or REPLY_DECISIONS),
+            description=reply.get("description"),
+            interrupt_id=reply.get("interrupt_id"),
+            message_id=reply.get("message_id"),
+        )
+        if reply is not None
+        else None,
+        interaction=review.payload.get("interaction"),
+        mode="per_call" if any(c.get("interrupt_id") for c in calls) else "batched",
+    )
+
+
 def validate_decision(review: Review, decision: Mapping[str, Any]) -> dict[str, Any]:
-    """Check ``decision`` against the review as the client would, before anything is stored.
+    """Check ``decision`` against the review with the client's own rules, before anything is
+    stored (PROTOCOL.md §4: a resume the graph refuses leaves a batched thread stuck).
 
     ``decision`` is ``{"reply": {"action", "content"?, "message"?}}`` for a reply review or
     ``{"tool_calls": [{"id", "action", "args"?, "message"?}, ...]}`` (one per held call), plus an
     optional ``"note"``. Returns the cleaned decision; raises ``ThreadResumptionError``.
     """
     reply, tool_calls = decision.get("reply"), decision.get("tool_calls")
-    if review.kind == Review.Kind.REPLY:
-        if not isinstance(reply, Mapping) or tool_calls:
-            raise ThreadResumptionError("A reply review is decided with `reply`, not `tool_calls`.")
-        draft = review.reply or {}
-        allowed = list(draft.get("allowed_decisions") or REPLY_ACTIONS)
-        allowed = [a for a in allowed if a != "respond"]
-        action = reply.get("action")
-        if action not in allowed:
-            raise ThreadResumptionError(
-                f"Invalid review action `{action}` for the reply; allowed: {', '.join(allowed)}"
-            )
-        cleaned: dict[str, Any] = {"action": action}
-        if action == "edit":
-            content = reply.get("content")
-            if not isinstance(content, str) or not content.strip():
-                raise ThreadResumptionError("Editing the reply needs its whole new `content`.")
-            cleaned["content"] = content
-        if action == "reject" and reply.get("message"):
-            cleaned["message"] = str(reply["message"])
-        return {"reply": cleaned, "tool_calls": None}
-    if review.kind != Review.Kind.TOOL_CALLS:
+    if review.kind not in (Review.Kind.REPLY, Review.Kind.TOOL_CALLS):
         raise ThreadResumptionError(
             f"Deciding a {review.get_kind_display()} review is not supported here."
         )
-    if not isinstance(tool_calls, list | tuple) or reply:
-        raise ThreadResumptionError(
-            "A tool-call review is decided with `tool_calls`, one per call."
-        )
-    held = {call["id"]: call for call in review.tool_calls}
-    seen: dict[str, dict[str, Any]] = {}
-    for answer in tool_calls:
-        call_id = str(answer.get("id")) if isinstance(answer, Mapping) else ""
-        if call_id not in held:
-            raise ThreadResumptionError(f"Tool call `{call_id}` is not under review here.")
-        if call_id in seen:
-            raise ThreadResumptionError(f"Tool call `{call_id}` is decided twice.")
-        call, action = held[call_id], answer.get("action")
-        allowed = list(call.get("allowed_decisions") or ["approve", "edit", "reject"])
-        if action not in allowed:
-            raise ThreadResumptionError(
-                f"Invalid review action `{action}` for tool call `{call.get('name')}`; "
-                f"allowed: {', '.join(allowed)}"
-            )
-        item: dict[str, Any] = {"id": call_id, "action": action}
-        if action == "edit":
-            if not isinstance(answer.get("args"), Mapping):
-                raise ThreadResumptionError(f"Editing tool call `{call_id}` needs `args`.")
-            item["args"] = dict(answer["args"])
-        if action == "respond":
-            if not isinstance(answer.get("message"), str) or not answer["message"].strip():
-                raise ThreadResumptionError(f"Responding to tool call `{call_id}` needs a message.")
-            item["message"] = answer["message"]
-        if action == "reject" and answer.get("message"):
-            item["message"] = str(answer["message"])
-        seen[call_id] = item
-    missing = [call_id for call_id in held if call_id not in seen]
-    if missing:
-        raise ThreadResumptionError(f"No decision for tool call(s): {', '.join(missing)}")
-    return {"reply": None, "tool_calls": [seen[call_id] for call_id in held]}
+    if (reply is None) == (tool_calls is None):
+        raise ThreadResumptionError("Pass exactly one of reply or tool_calls")
+    if reply is not None and not isinstance(reply, Mapping):
+        raise ThreadResumptionError("`reply` must be an object with an `action`")
+    if tool_calls is not None and not isinstance(tool_calls, list | tuple):
+        raise ThreadResumptionError("`tool_calls` must be a list, one review per held call")
+    build_resume(
+        pending_review_of(review),
+        reply=reply,
+        tool_calls=tool_calls,
+        answer=None,
+        reviewer_id="validation",
+        reviewed_at="",
+    )
+    if reply is not None:
+        keys = ("action", "content") if reply.get("action") == "edit" else ("action",)
+        cleaned = {k: reply[k] for k in keys}
+        if reply.get("action") == "reject" and reply.get("message"):
+            cleaned["message"] = str(reply["message"])
+        return {"reply": cleaned, "tool_calls": None}
+    by_id = {str(item["id"]): item for item in tool_calls or []}
+    items = []
+    for call in review.tool_calls:
+        item = by_id[str(call["id"])]
+        kept: dict[str, Any] = {"id": call["id"], "action": item["action"]}
+        if item["action"] == "edit":
+            kept["args"] = dict(item["args"])
+        if item["action"] in ("respond", "reject") and item.get("message"):
+            kept["message"] = str(item["message"])
+        items.append(kept)
+    return {"reply": None, "tool_calls": items}
 
 
 def _reviewer_id(user: Any) -> str:

@@ -137,10 +137,18 @@ def test_new_message_supersedes_the_pending_review(
     [
         ({"tool_calls": [{"id": "call_1", "action": "launch"}]}, "Invalid review action `launch`"),
         ({"tool_calls": [{"id": "call_9", "action": "approve"}]}, "not under review"),
-        ({"tool_calls": []}, "No decision for tool call"),
+        ({"tool_calls": []}, "needs a decision; missing: `call_1`"),
         ({"tool_calls": [{"id": "call_1", "action": "edit"}]}, "needs `args`"),
-        ({"tool_calls": [{"id": "call_1", "action": "respond"}]}, "needs a message"),
-        ({"reply": {"action": "approve"}}, "decided with `tool_calls`"),
+        (
+            {"tool_calls": [{"id": "call_1", "action": "edit", "args": {"nope": 1}}]},
+            "no argument `nope`",
+        ),
+        ({"tool_calls": [{"id": "call_1", "action": "respond"}]}, "needs a `message`"),
+        (
+            {"reply": {"action": "approve"}},
+            "A reply review was sent, but the thread is paused on tool calls",
+        ),
+        ({"tool_calls": [{"id": "call_1", "action": "approve"}] * 2}, "more than once"),
     ],
 )
 def test_decide_validates_before_storing_anything(
