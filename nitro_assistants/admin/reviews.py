@@ -6,12 +6,14 @@ parses, authorizes and reports.
 
 from __future__ import annotations
 
+import re
+import uuid
 from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -43,6 +45,8 @@ from nitro_assistants.admin.options import ReadOnlyAdmin, can_decide
 from nitro_assistants.exceptions import ThreadResumptionError
 from nitro_assistants.models import Decision, Delivery, Event, Review
 from nitro_assistants.models.reviews import pending_first
+
+THREAD_ID_PREFIX = re.compile(r"[0-9a-fA-F]{4,32}|[0-9a-fA-F-]{9,35}")
 
 
 def latest_delivery_state() -> Subquery:
@@ -151,15 +155,17 @@ class ReviewAdmin(ReadOnlyAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Review], search_term: str
     ) -> tuple[QuerySet[Review], bool]:
-        import uuid
-
         term = search_term.strip()
         if not term:
             return queryset, False
         try:
             return queryset.filter(thread__thread_id=uuid.UUID(term)), False
         except ValueError:
-            return queryset.filter(payload__icontains=term), False
+            pass
+        matches = Q(payload__icontains=term)
+        if THREAD_ID_PREFIX.fullmatch(term):  # the queue shows the first 8 characters
+            matches |= Q(thread__thread_id__istartswith=term)
+        return queryset.filter(matches), False
 
     def review_url(self, review: Review) -> str:
         return reverse(f"{self.admin_site.name}:nitro_assistants_review_review", args=[review.pk])
@@ -254,6 +260,13 @@ class ReviewAdmin(ReadOnlyAdmin):
             stamp = StampForm(request.POST)
             if review.status != Review.Status.PENDING or not stamp.matches(review):
                 stale, status = True, 409
+            elif review.kind not in DECISION_FORMS:
+                messages.error(
+                    request,
+                    _("A %(kind)s review cannot be decided here yet.")
+                    % {"kind": review.get_kind_display()},
+                )
+                status = 400
             else:
                 form = decision_form_for(review, request.POST)
                 if form.is_valid():

@@ -126,6 +126,7 @@ def test_search_by_thread_id_tool_name_and_text(reviewer_client: Client) -> None
         return set(shown(reviewer_client.get(QUEUE, {"q": term})))
 
     assert found(str(tool.thread.thread_id)) == {tool.pk}
+    assert found(str(tool.thread.thread_id)[:8]) == {tool.pk}  # as the queue shows it
     assert found("cancel_appointment") == {other.pk}
     assert found("PARCEL ships") == {reply.pk}
     assert found("Tuesday") == {tool.pk}

@@ -523,3 +523,14 @@ def test_change_url_redirects_to_the_review_screen(reviewer_client: Client) -> N
     response = reviewer_client.get(f"/admin/nitro_assistants/review/{review.pk}/change/")
     assert response.status_code == 302
     assert response["Location"] == review_url(review)
+
+
+def test_a_kind_without_a_decision_form_cannot_be_posted(reviewer_client: Client) -> None:
+    review = ReviewFactory(
+        kind=Review.Kind.PLAN,
+        payload={"interaction": {"interactionId": "p1", "kind": "plan", "title": "Plan"}},
+    )
+    response = reviewer_client.post(review_url(review), {**stamp(review), "anything": "1"})
+    assert response.status_code == 400
+    assert "A plan review cannot be decided here yet." in response.content.decode()
+    assert not Decision.objects.exists()
