@@ -101,6 +101,7 @@ def _argument_field(name: str, value: Any) -> forms.Field:
             label=label,
             choices=[("true", "true"), ("false", "false")],
             coerce=lambda v: v == "true",
+            empty_value=None,
             required=False,
         )
     if isinstance(value, int):

@@ -173,6 +173,9 @@ def test_edit_nested_and_boolean_arguments() -> None:
     bad = decision_form_for(review, {**data, "call-0-arg__options": '["not", "an", "object"]'})
     assert not bad.is_valid()
     assert bad.calls[0].errors["arg__options"] == ["Enter a JSON object, as the assistant gave."]  # type: ignore[attr-defined]
+    missing = decision_form_for(review, {**data, "call-0-arg__dry_run": ""})
+    assert not missing.is_valid()
+    assert missing.calls[0].errors["arg__dry_run"] == ["This argument needs a value."]  # type: ignore[attr-defined]
     broken = decision_form_for(review, {**data, "call-0-arg__channels": "[sms"})
     assert not broken.is_valid()
     assert "arg__channels" in broken.calls[0].errors  # type: ignore[attr-defined]
@@ -534,3 +537,36 @@ def test_a_kind_without_a_decision_form_cannot_be_posted(reviewer_client: Client
     assert response.status_code == 400
     assert "A plan review cannot be decided here yet." in response.content.decode()
     assert not Decision.objects.exists()
+
+
+def test_float_and_null_arguments() -> None:
+    from nitro_assistants.admin.forms import decision_form_for
+
+    review = make_tool_review(
+        [
+            {
+                "id": "call_1",
+                "name": "refund",
+                "args": {"amount": 12.5, "memo": None},
+                "allowed_decisions": ["edit"],
+            }
+        ]
+    )
+    form = decision_form_for(
+        review, {"call-0-action": "edit", "call-0-arg__amount": "10", "call-0-arg__memo": "null"}
+    )
+    assert form.is_valid()
+    assert form.decision()["tool_calls"] == [
+        {"id": "call_1", "action": "edit", "args": {"amount": 10.0}}
+    ]
+    memo = decision_form_for(
+        review,
+        {"call-0-action": "edit", "call-0-arg__amount": "12.5", "call-0-arg__memo": '"late"'},
+    )
+    assert memo.is_valid()
+    assert memo.decision()["tool_calls"][0]["args"] == {"memo": "late"}
+    bad = decision_form_for(
+        review, {"call-0-action": "edit", "call-0-arg__amount": "ten", "call-0-arg__memo": "null"}
+    )
+    assert not bad.is_valid()
+    assert bad.calls[0].errors["arg__amount"] == ["Enter a number."]  # type: ignore[attr-defined]
