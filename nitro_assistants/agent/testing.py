@@ -24,6 +24,7 @@ from typing import Any
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
 
 _MOVE = re.compile(r"move my appointment to (\w+)", re.IGNORECASE)
 
@@ -132,3 +133,27 @@ class ScriptedChatModel(BaseChatModel):
             content="Here is a revised version.",
             tool_calls=[{"id": f"call-{len(messages)}-0", "name": "ask_reader", "args": args}],
         )
+
+
+# Appointment tools the scripted model calls: the demo assistant and the test graphs share them.
+
+
+@tool
+def reschedule_appointment(appointment_id: int, day: str, time: str) -> str:
+    """Move an appointment to another day and time."""
+    return f"Appointment {appointment_id} moved to {day} at {time}"
+
+
+@tool
+def cancel_appointment(appointment_id: int) -> str:
+    """Cancel an appointment."""
+    return f"Appointment {appointment_id} cancelled"
+
+
+@tool
+def lookup_appointment(appointment_id: int) -> str:
+    """Read an appointment (never held for review)."""
+    return f"Appointment {appointment_id} is on Monday at 09:00"
+
+
+APPOINTMENT_TOOLS = [reschedule_appointment, cancel_appointment, lookup_appointment]

@@ -22,29 +22,11 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 
 from nitro_assistants.agent import DeliveryMiddleware, ReviewMiddleware, ask_reader
-from nitro_assistants.agent.testing import ScriptedChatModel
+from nitro_assistants.agent.testing import APPOINTMENT_TOOLS, ScriptedChatModel
 
 OUTBOX = Path(
     os.environ.get("DEMO_OUTBOX", Path(__file__).resolve().parents[2] / "var" / "outbox.jsonl")
 )
-
-
-@tool
-def reschedule_appointment(appointment_id: int, day: str, time: str) -> str:
-    """Move an appointment to another day and time."""
-    return f"Appointment {appointment_id} moved to {day} at {time}"
-
-
-@tool
-def cancel_appointment(appointment_id: int) -> str:
-    """Cancel an appointment."""
-    return f"Appointment {appointment_id} cancelled"
-
-
-@tool
-def lookup_appointment(appointment_id: int) -> str:
-    """Read an appointment."""
-    return f"Appointment {appointment_id} is on Monday at 09:00"
 
 
 @tool
@@ -70,7 +52,7 @@ def _model() -> Any:
 
 graph = create_agent(
     _model(),
-    tools=[reschedule_appointment, cancel_appointment, lookup_appointment, ask_reader],
+    tools=[*APPOINTMENT_TOOLS, ask_reader],
     system_prompt="You confirm and reschedule appointments for customers by SMS. Be brief.",
     middleware=[
         DeliveryMiddleware(send_sms, attempts=2, backoff=0.1),

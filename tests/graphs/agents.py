@@ -10,25 +10,7 @@ from langchain_core.tools import tool
 
 from nitro_assistants.agent import DeliveryMiddleware, ReviewMiddleware
 from nitro_assistants.agent.interactions import ask_reader
-from nitro_assistants.agent.testing import ScriptedChatModel
-
-
-@tool
-def reschedule_appointment(appointment_id: int, day: str, time: str) -> str:
-    """Move an appointment to another day and time."""
-    return f"Appointment {appointment_id} moved to {day} at {time}"
-
-
-@tool
-def cancel_appointment(appointment_id: int) -> str:
-    """Cancel an appointment."""
-    return f"Appointment {appointment_id} cancelled"
-
-
-@tool
-def lookup_appointment(appointment_id: int) -> str:
-    """Read an appointment (never held for review)."""
-    return f"Appointment {appointment_id} is on Monday at 09:00"
+from nitro_assistants.agent.testing import APPOINTMENT_TOOLS, ScriptedChatModel
 
 
 @tool
@@ -42,7 +24,7 @@ def send_sms(content: str) -> str:
     return f"sms queued ({len(content)} chars)"
 
 
-TOOLS = [reschedule_appointment, cancel_appointment, lookup_appointment]
+TOOLS = APPOINTMENT_TOOLS
 HELD = {
     "reschedule_appointment": True,
     "cancel_appointment": {"allowed_decisions": ["approve", "reject"]},
