@@ -69,6 +69,19 @@ def _run_id(response: requests.Response) -> str | None:
     return location.rstrip("/").rsplit("/", 1)[-1] if "/runs/" in location else None
 
 
+def _superseded(
+    thread_id: str, interrupt_id: str | None, *, paused: bool = True
+) -> ReviewSupersededError:
+    where = f" on {interrupt_id}" if interrupt_id else ""
+    state = f"no longer paused{where}" if paused or interrupt_id else "not paused"
+    return ReviewSupersededError(
+        f"Thread {thread_id} is {state}: another review already resumed it, or a new message "
+        "superseded it",
+        thread_id=thread_id,
+        interrupt_id=interrupt_id,
+    )
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -510,6 +523,109 @@ class Assistants:
         before the resume is sent. A pause the thread has moved past raises
         :class:`ReviewSupersededError`, and nothing is applied.
         """
+        thread_id, body, pending = self._resume_request(
+            thread_id,
+            assistant_id,
+            reviewer_id,
+            interrupt_id,
+            reply,
+            tool_calls,
+            reviewed_at,
+            context,
+            answer,
+            None,
+        )
+        body["stream_mode"] = ["values", "updates"]
+        return self._resume(thread_id, body, pending, interrupt_id)
+
+    def start_review(
+        self,
+        thread_id: str,
+        assistant_id: str,
+        reviewer_id: str,
+        interrupt_id: str | None = None,
+        reply: Mapping[str, Any] | None = None,
+        tool_calls: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]] | None = None,
+        reviewed_at: datetime | str | None = None,
+        context: dict[str, Any] | None = None,
+        answer: Any = None,
+        webhook: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`review`, sent as a background run: validated and checked the same way, but it
+        returns the run object at once. Read the outcome with :meth:`review_result`."""
+        thread_id, body, pending = self._resume_request(
+            thread_id,
+            assistant_id,
+            reviewer_id,
+            interrupt_id,
+            reply,
+            tool_calls,
+            reviewed_at,
+            context,
+            answer,
+            metadata,
+        )
+        if webhook:
+            body["webhook"] = webhook
+        try:
+            response = self.transport.request(
+                "POST", f"/threads/{thread_id}/runs", json=body, idempotent=False
+            )
+        except TransportError as exc:
+            raise ThreadResumptionError(str(exc), transient=True) from None
+        if response.status_code == 409:  # busy: another resume is running it now
+            raise _superseded(thread_id, interrupt_id or pending.interrupt_id)
+        if not response.ok:
+            raise _error(ThreadResumptionError, detail_of(response), response)
+        run: dict[str, Any] = response.json()
+        return run
+
+    def review_result(self, thread_id: str, run_id: str) -> RunResult:
+        """The outcome of a resume sent by :meth:`start_review` (waits for it to end).
+
+        Raises :class:`ReviewSupersededError` when the server applied nothing (a keyed resume
+        whose interrupt was no longer pending writes no checkpoint of its own).
+        """
+        thread_id = _check_uuid(thread_id, ThreadResumptionError)
+        try:
+            joined = self.transport.request("GET", f"/threads/{thread_id}/runs/{run_id}/join")
+            history = self.transport.request(
+                "POST",
+                f"/threads/{thread_id}/history",
+                json={"limit": 1, "metadata": {"run_id": run_id}},
+                idempotent=True,
+            )
+        except TransportError as exc:
+            raise ThreadResumptionError(str(exc), transient=True) from None
+        self._result_of(joined, thread_id, ThreadResumptionError)  # raises a failed run's error
+        if not history.ok:
+            raise _error(ThreadResumptionError, detail_of(history), history)
+        if not history.json():
+            raise _superseded(thread_id, None)
+        state = self._state(thread_id, ThreadResumptionError)
+        return self._build(
+            state.get("values") or {},
+            thread_id,
+            ThreadResumptionError,
+            interrupts=state.get("interrupts") or [],
+            run_id=run_id,
+        )
+
+    def _resume_request(
+        self,
+        thread_id: str,
+        assistant_id: str,
+        reviewer_id: str,
+        interrupt_id: str | None,
+        reply: Mapping[str, Any] | None,
+        tool_calls: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]] | None,
+        reviewed_at: datetime | str | None,
+        context: dict[str, Any] | None,
+        answer: Any,
+        metadata: dict[str, Any] | None,
+    ) -> tuple[str, dict[str, Any], PendingReview]:
+        """Validate a review against the thread's pause; the resume run's body to send."""
         thread_id = _check_uuid(thread_id, ThreadResumptionError)
         given = [
             name
@@ -535,20 +651,9 @@ class Assistants:
         state = self._state(thread_id, ThreadResumptionError)
         pending = self._pending(state, thread_id, ThreadResumptionError)
         if pending is None:
-            raise ReviewSupersededError(
-                f"Thread {thread_id} is no longer paused"
-                + (f" on {interrupt_id}" if interrupt_id else "")
-                + ": another review already resumed it, or a new message superseded it",
-                thread_id=thread_id,
-                interrupt_id=interrupt_id,
-            )
+            raise _superseded(thread_id, interrupt_id, paused=False)
         if interrupt_id and interrupt_id not in pending.interrupt_ids:
-            raise ReviewSupersededError(
-                f"Thread {thread_id} is no longer paused on {interrupt_id}: another review "
-                "already resumed it, or a new message superseded it",
-                thread_id=thread_id,
-                interrupt_id=interrupt_id,
-            )
+            raise _superseded(thread_id, interrupt_id)
         resume = build_resume(
             pending,
             reply=reply,
@@ -557,15 +662,18 @@ class Assistants:
             reviewer_id=reviewer_id,
             reviewed_at=stamp,
         )
-        metadata: dict[str, Any] = {"reviewer_id": reviewer_id, "reviewed_at": stamp}
+        run_metadata: dict[str, Any] = {
+            **(metadata or {}),
+            "reviewer_id": reviewer_id,
+            "reviewed_at": stamp,
+        }
         if reasons := review_messages(tool_calls):
-            metadata["review_messages"] = reasons
-        body = self._run_body(assistant_id, None, context, metadata)
+            run_metadata["review_messages"] = reasons
+        body = self._run_body(assistant_id, None, context, run_metadata)
         del body["input"]
         body["command"] = {"resume": resume}
         body["multitask_strategy"] = "reject"
-        body["stream_mode"] = ["values", "updates"]
-        return self._resume(thread_id, body, pending, interrupt_id)
+        return thread_id, body, pending
 
     def _resume(
         self,
@@ -574,12 +682,7 @@ class Assistants:
         pending: PendingReview,
         interrupt_id: str | None,
     ) -> RunResult:
-        superseded = ReviewSupersededError(
-            f"Thread {thread_id} is no longer paused on {interrupt_id or pending.interrupt_id}: "
-            "another review already resumed it, or a new message superseded it",
-            thread_id=thread_id,
-            interrupt_id=interrupt_id or pending.interrupt_id,
-        )
+        superseded = _superseded(thread_id, interrupt_id or pending.interrupt_id)
         try:
             events = self._stream(thread_id, body, ThreadResumptionError)
         except ThreadResumptionError as exc:

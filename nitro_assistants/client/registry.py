@@ -76,6 +76,38 @@ class Assistant:
             answer=answer,
         )
 
+    def start_review(
+        self,
+        thread_id: str,
+        reviewer_id: str,
+        interrupt_id: str | None = None,
+        reply: Mapping[str, Any] | None = None,
+        tool_calls: Any = None,
+        reviewed_at: datetime | str | None = None,
+        context: dict[str, Any] | None = None,
+        answer: Any = None,
+        webhook: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **unexpected: Any,
+    ) -> dict[str, Any]:
+        _refuse(unexpected, self.assistant_id)
+        return self.client.start_review(
+            thread_id,
+            self.assistant_id,
+            reviewer_id,
+            interrupt_id=interrupt_id,
+            reply=reply,
+            tool_calls=tool_calls,
+            reviewed_at=reviewed_at,
+            context=context,
+            answer=answer,
+            webhook=webhook,
+            metadata=metadata,
+        )
+
+    def review_result(self, thread_id: str, run_id: str) -> RunResult:
+        return self.client.review_result(thread_id, run_id)
+
     def start_run(
         self,
         thread_id: str,

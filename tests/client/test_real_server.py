@@ -650,3 +650,49 @@ def test_revision_request_brings_a_new_revision_of_the_same_interaction(client: 
     assert second.review.interaction["interactionId"] == "int-plan"
     assert second.review.interaction["title"] == "Move the appointment (revised)"
     assert second.review.interaction["summary"] == "Revised: Friday instead"
+
+
+def test_background_review_is_applied_and_read_later(client: Assistants) -> None:
+    thread_id, review = _paused(client, RESCHEDULE)
+    run = client.start_review(
+        thread_id=thread_id,
+        assistant_id="tools",
+        reviewer_id="jane",
+        interrupt_id=review.interrupt_id,
+        tool_calls=[{"id": review.tool_calls[0]["id"], "action": "approve"}],
+        metadata={"nitro_run_id": "r-1"},
+    )
+    assert run["status"] in ("pending", "running")
+    assert run["metadata"]["nitro_run_id"] == "r-1"
+    result = client.review_result(thread_id=thread_id, run_id=run["run_id"])
+    assert result.reply == "Done! Appointment 42 moved to Tuesday at 10:00"
+    assert result.interrupted is False
+
+
+def test_background_review_the_server_ignored_is_superseded(
+    client: Assistants, langgraph_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    thread_id, review = _paused(client, RESCHEDULE)
+    seen_state = client.thread_state(thread_id=thread_id)
+    other = Assistants(base_url=langgraph_server.url, api_key="k", user_id="other")
+    other.review(
+        thread_id=thread_id,
+        assistant_id="tools",
+        reviewer_id="jane",
+        interrupt_id=review.interrupt_id,
+        tool_calls=[{"id": review.tool_calls[0]["id"], "action": "reject"}],
+    )
+    monkeypatch.setattr(client, "_state", lambda thread_id, error: seen_state)
+    run = client.start_review(
+        thread_id=thread_id,
+        assistant_id="tools",
+        reviewer_id="sam",
+        interrupt_id=review.interrupt_id,
+        tool_calls=[{"id": review.tool_calls[0]["id"], "action": "approve"}],
+    )
+    monkeypatch.undo()
+    with pytest.raises(ReviewSupersededError):
+        client.review_result(thread_id=thread_id, run_id=run["run_id"])
+    assert [t["status"] for t in tool_messages(client.thread_messages(thread_id=thread_id))] == [
+        "error"
+    ]
