@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nitro_assistants.operations import operation as operation
+
 if TYPE_CHECKING:
     from nitro_assistants.client.registry import Registry
 

@@ -66,3 +66,22 @@ class UnknownAssistantError(NitroAssistantsError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class InteractionDecisionError(ThreadResumptionError):
+    """A decision on a typed interaction does not fit it (PROTOCOL.md §8): ``field`` names the
+    request field at fault (``""`` for the body as a whole) and ``issues`` says what is wrong."""
+
+    def __init__(self, message: str, *, field: str = "", issues: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.issues = list(issues or [message])
+
+
+class InteractionConflictError(InteractionDecisionError):
+    """The decision names a revision or digest other than the pending one: stale, nothing stored."""
+
+
+class InteractionForbiddenError(InteractionDecisionError):
+    """The user may not take this decision: not the session's opener, or missing permissions
+    (``issues`` lists them)."""

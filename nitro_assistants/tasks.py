@@ -104,3 +104,15 @@ def sweep_deliveries() -> dict[str, int]:
 def requeue_stale() -> dict[str, int]:
     """Periodic: enqueue again recorded runs and decisions that no task is working on."""
     return services.requeue_stale()
+
+
+@task("nitro_assistants.execute_plan_step", bind=True, max_retries=None)
+def execute_plan_step(self: Task, step_pk: int) -> str:
+    """Run one step of an approved plan (its operation's own failure is the step's outcome)."""
+    try:
+        step = services.execute_plan_step(step_pk)
+    except Exception as exc:
+        if not is_transient(exc) or self.request.retries >= app_settings.TASK_MAX_RETRIES:
+            raise
+        raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
+    return str(step.status)

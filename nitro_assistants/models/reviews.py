@@ -120,6 +120,9 @@ class Decision(models.Model):
     interrupt_id = models.CharField(max_length=64, blank=True)
     reply = models.JSONField(null=True, blank=True)
     tool_calls = models.JSONField(null=True, blank=True)
+    answer = models.JSONField(
+        null=True, blank=True, help_text=_("the resume value of a typed interaction")
+    )
     note = models.TextField(blank=True)
     decided_at = models.DateTimeField()
     outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.PENDING)
@@ -141,4 +144,6 @@ class Decision(models.Model):
     def actions(self) -> list[str]:
         if self.reply:
             return [str(self.reply.get("action"))]
+        if self.answer:
+            return [str(self.answer.get("decision"))]
         return [str(call.get("action")) for call in self.tool_calls or []]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from nitro_assistants.exceptions import ReviewNotPendingError
 from nitro_assistants.services.deliveries import record_deliveries, sweep_deliveries
+from nitro_assistants.services.plans import execute_plan_step
 from nitro_assistants.services.recovery import requeue_stale
 from nitro_assistants.services.reviews import (
     decide,
@@ -26,6 +27,7 @@ __all__ = [
     "ReviewNotPendingError",
     "collect_run",
     "decide",
+    "execute_plan_step",
     "execute_resume",
     "execute_run",
     "fail_resume",

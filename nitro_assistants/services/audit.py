@@ -20,6 +20,14 @@ def record_event(
     **data: Any,
 ) -> Event:
     actor = actor if getattr(actor, "pk", None) else None
+    if review is not None and review.interaction_id:
+        # Every event of an interaction carries its state: the latest one per interaction is it.
+        data = {
+            "interactionId": review.interaction_id,
+            "revision": review.revision,
+            "status": review.status,
+            **data,
+        }
     return Event.objects.create(
         thread=thread, review=review, run=run, actor=actor, verb=verb, data=data
     )

@@ -7,10 +7,11 @@ import hashlib
 import json
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 
 from nitro_assistants import signals
-from nitro_assistants.models import Review, Run, Thread
+from nitro_assistants.models import Decision, Review, Run, Thread
 from nitro_assistants.services.audit import record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
 
@@ -83,6 +84,10 @@ def _review_fields(thread: Thread, pending: Any) -> dict[str, Any]:
             revision=previous + 1,
             digest=interaction_digest(interaction),
         )
+        from nitro_assistants.services.interactions import interaction_problems
+
+        if problems := interaction_problems(interaction):  # e.g. a plan step no operation runs
+            fields["payload"]["problems"] = problems
     return fields
 
 
@@ -96,8 +101,10 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
     fields = _review_fields(thread, pending)
     ids = set(fields["interrupt_ids"])
     # A review already decided but not yet applied still shows on the server: it is the same one.
+    # So is an interaction decided (answered, accepted, ...) whose decision is not applied yet.
     for known in thread.reviews.filter(
-        status__in=[Review.Status.PENDING, Review.Status.DECIDED]
+        Q(status__in=[Review.Status.PENDING, Review.Status.DECIDED])
+        | Q(decision__outcome=Decision.Outcome.PENDING)
     ).order_by("-pk"):
         if set(known.interrupt_ids) == ids:
             return known

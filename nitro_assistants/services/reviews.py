@@ -21,6 +21,7 @@ from nitro_assistants.models import Decision, Review, Run, Thread
 from nitro_assistants.services import clients
 from nitro_assistants.services.audit import record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
+from nitro_assistants.services.interactions import INTERACTION_KINDS, decide_interaction
 from nitro_assistants.services.mirror import record_result, supersede
 from nitro_assistants.services.runs import find_remote_run
 
@@ -115,6 +116,10 @@ def _reviewer_id(user: Any) -> str:
 def decide(review: Review | int, user: Any, decision: Mapping[str, Any]) -> Decision:
     """Record a reviewer's decision on a pending review and enqueue its resume after commit.
 
+    For a typed interaction (question, blueprint, plan) ``decision`` is the decide API's body
+    (``{"decision", "revision", "digest", ...}``, PROTOCOL.md §8); see
+    :func:`nitro_assistants.services.interactions.decide_interaction`.
+
     Raises ``ReviewNotPendingError`` when someone else decided first (or the review is closed) and
     ``ThreadResumptionError`` when the decision does not fit the review; nothing is stored then.
     """
@@ -123,6 +128,9 @@ def decide(review: Review | int, user: Any, decision: Mapping[str, Any]) -> Deci
     pk = review.pk if isinstance(review, Review) else review
     with transaction.atomic():
         locked = Review.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
+        if locked.kind in INTERACTION_KINDS:
+            # Typed interactions: the revision, digest and content checks are their own.
+            return decide_interaction(locked, user, decision)
         if locked.status != Review.Status.PENDING:
             raise ReviewNotPendingError(
                 f"Review #{locked.pk} was already {locked.get_status_display()}.", review=locked
@@ -214,6 +222,7 @@ def execute_resume(decision: Decision | int) -> Decision:
                     interrupt_id=record.interrupt_id or None,
                     reply=record.reply,
                     tool_calls=record.tool_calls,
+                    answer=record.answer,
                     reviewed_at=record.decided_at.isoformat(),
                     context=thread.context or {},
                 )
@@ -233,9 +242,10 @@ def execute_resume(decision: Decision | int) -> Decision:
         record.outcome = Decision.Outcome.APPLIED
         record.applied_at = timezone.now()
         record.save(update_fields=["outcome", "applied_at"])
-        review.status = Review.Status.APPLIED
-        review.closed_at = record.applied_at
-        review.save(update_fields=["status", "closed_at"])
+        if review.kind not in INTERACTION_KINDS:  # an interaction keeps its own status
+            review.status = Review.Status.APPLIED
+            review.closed_at = record.applied_at
+            review.save(update_fields=["status", "closed_at"])
         record_event(thread, "review_applied", review=review, run=run)
         if run.remote_run_id:
             run.save(update_fields=["remote_run_id"])
