@@ -1,0 +1,71 @@
+"""A Celery worker killed with SIGKILL in the middle of a resume: the broker delivers the task
+again (acks_late, Redis visibility timeout 4 s) and the decision is applied exactly once."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import requests
+
+from nitro_assistants import services
+from nitro_assistants.models import Decision, Event, Review, Run
+from tests.reliability.conftest import remote_runs, wait_for
+
+pytestmark = [pytest.mark.server, pytest.mark.django_db(transaction=True)]
+
+VISIBILITY_TIMEOUT = "4"
+
+
+def pending_review(thread: Any) -> Review:
+    return wait_for(lambda: Review.objects.filter(thread=thread, status="pending").first(), 30)
+
+
+def tool_messages(server: Any, thread: Any, call_id: str) -> list[dict[str, Any]]:
+    state = requests.get(f"{server.url}/threads/{thread.thread_id}/state", timeout=10).json()
+    return [
+        m
+        for m in state["values"]["messages"]
+        if m["type"] == "tool" and m.get("tool_call_id") == call_id
+    ]
+
+
+def test_worker_killed_mid_resume_applies_the_decision_once(
+    nitro_settings: Any, start_worker: Any, server: Any
+) -> None:
+    first = start_worker(NITRO_REL_VISIBILITY_TIMEOUT=VISIBILITY_TIMEOUT)
+    run = services.start_run("slow", "Can I move my appointment to Tuesday?")
+    thread = run.thread
+    review = pending_review(thread)
+    call_id = review.tool_calls[0]["id"]
+    decision = services.decide(review, None, {"tool_calls": [{"id": call_id, "action": "approve"}]})
+
+    # The resume is on the server: the approved tool is running (it takes SLOW_SECONDS).
+    resumes = wait_for(lambda: remote_runs(server, thread, reviewer_id="system"), 20)
+    assert resumes[0]["status"] in ("pending", "running")
+    killed_at = time.monotonic()
+    first.kill()
+    decision.refresh_from_db()
+    assert decision.outcome == Decision.Outcome.PENDING
+
+    second = start_worker(NITRO_REL_VISIBILITY_TIMEOUT=VISIBILITY_TIMEOUT)
+    wait_for(lambda: Decision.objects.filter(pk=decision.pk, outcome="applied").exists(), 40)
+    recovered_in = time.monotonic() - killed_at
+    # Not before the visibility timeout: the second worker got the task the first one held.
+    assert recovered_in >= float(VISIBILITY_TIMEOUT)
+    assert second.received("nitro_assistants.resume_thread") == 1
+    wait_for(lambda: second.finished("nitro_assistants.resume_thread") == 1, 10)
+
+    # Exactly once: one remote resume, the tool ran once, one local resume run, one applied event.
+    assert len(remote_runs(server, thread, reviewer_id="system")) == 1
+    assert len(tool_messages(server, thread, call_id)) == 1
+    resume = Run.objects.get(thread=thread, kind="resume")
+    assert resume.attempts == 2
+    assert resume.status == Run.Status.SUCCEEDED
+    assert Event.objects.filter(thread=thread, verb="review_applied").count() == 1
+    review.refresh_from_db()
+    assert review.status == Review.Status.APPLIED
+    thread.refresh_from_db()
+    assert thread.messages[-1]["content"].startswith("Done! Appointment 42 moved to Tuesday")
+    print(f"killed after the resume reached the server; applied {recovered_in:.1f}s later")
