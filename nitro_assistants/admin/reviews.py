@@ -47,6 +47,8 @@ from nitro_assistants.exceptions import ThreadResumptionError
 from nitro_assistants.models import Decision, Delivery, Event, Review
 from nitro_assistants.models.reviews import pending_first
 
+#: The bulk-reject page lists at most this many of the reviews it will reject.
+REJECT_PAGE_LISTS = 100
 THREAD_ID_PREFIX = re.compile(r"[0-9a-fA-F]{4,32}|[0-9a-fA-F-]{9,35}")
 
 
@@ -466,13 +468,19 @@ class ReviewAdmin(ReadOnlyAdmin):
             reason = form.cleaned_data["reason"]
             self._decide_each(request, queryset, lambda r: reject_all(r, reason), _("rejected"))
             return None
+        selected = self._selected(request, queryset)
+        shown = list(selected[:REJECT_PAGE_LISTS])
+        across = request.POST.get("select_across") == "1"
+        count = selected.count() if across else len(shown)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": _("Reject selected reviews"),
-            "reviews": [
-                (review, held_summary(review)) for review in self._selected(request, queryset)
-            ],
+            "reviews": [(review, held_summary(review)) for review in shown],
+            "count": count,
+            "more": count - len(shown),
+            "select_across": across,
+            "ticked": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
             "form": form,
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             "action": "reject_selected",

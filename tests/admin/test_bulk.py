@@ -126,3 +126,21 @@ def test_bulk_reject_asks_one_reason_on_an_intermediate_page(reviewer_client: Cl
     messages = texts(done)
     assert "2 reviews rejected." in messages
     assert "1 review refused." in messages
+
+
+def test_bulk_reject_across_every_page_of_the_filter(reviewer_client: Client) -> None:
+    reviews = [make_tool_review() for _ in range(3)]
+    make_tool_review(status=Review.Status.APPLIED)  # not in the pending queue: left alone
+    data = {
+        "action": "reject_selected",
+        "_selected_action": [reviews[0].pk],
+        "select_across": "1",
+        "index": "0",
+    }
+    page = reviewer_client.post(QUEUE, data)
+    html = page.content.decode()
+    assert "Reject these 3 reviews?" in html
+    assert '<input type="hidden" name="select_across" value="1">' in html
+    done = reviewer_client.post(QUEUE, {**data, "post": "yes", "reason": "Spam."}, follow=True)
+    assert set(Decision.objects.values_list("review_id", flat=True)) == {r.pk for r in reviews}
+    assert "3 reviews rejected." in texts(done)
