@@ -25,6 +25,7 @@ class AppSettings:
         "TASK_RETRY_BACKOFF_MAX": 300,
         "SWEEP_BATCH_SIZE": 2000,
         "REQUEUE_AFTER": 600,
+        "API_RATE_LIMIT": 120,
     }
 
     def _setting(self, name: str) -> Any:
@@ -100,6 +101,11 @@ class AppSettings:
     def REQUEUE_AFTER(self) -> int:
         """Seconds without progress after which a run or decision is enqueued again."""
         return int(self._setting("REQUEUE_AFTER"))
+
+    @property
+    def API_RATE_LIMIT(self) -> int:
+        """Requests per minute the decide API accepts from one API key (or signed-in user)."""
+        return int(self._setting("API_RATE_LIMIT"))
 
     def client_config(self) -> dict[str, Any]:
         """What :class:`nitro_assistants.client.registry.Registry` is built from."""

@@ -6,4 +6,5 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("nitro/", include("nitro_assistants.urls")),
+    path("nitro/api/", include("nitro_assistants.api.urls")),
 ]

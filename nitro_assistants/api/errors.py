@@ -1,0 +1,63 @@
+"""The error envelope of the decide API (PROTOCOL.md §8): every 4xx and 5xx answers
+``{"code", "message", "details": {"field", "issues", "requestId", "retryable"}}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import JsonResponse
+
+CODES = (
+    "invalid_json",
+    "unauthorized",
+    "forbidden",
+    "not_found",
+    "conflict",
+    "payload_too_large",
+    "unsupported_media_type",
+    "rate_limit_exceeded",
+    "internal_error",
+    "bad_gateway",
+    "assistant_decisions_unavailable",
+    "gateway_timeout",
+)
+REQUEST_ID_HEADER = "X-Request-ID"
+
+
+class ApiError(Exception):
+    """An error answer: raised anywhere in a view, turned into the envelope by the view wrapper."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        issues: list[str] | None = None,
+        retryable: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        assert code in CODES, code
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.issues = list(issues) if issues else [message]
+        self.retryable = retryable
+        self.headers = dict(headers or {})
+
+    def response(self, request_id: str) -> JsonResponse:
+        details: dict[str, Any] = {
+            "field": self.field,
+            "issues": self.issues,
+            "requestId": request_id,
+            "retryable": self.retryable,
+        }
+        response = JsonResponse(
+            {"code": self.code, "message": self.message, "details": details}, status=self.status
+        )
+        for name, value in self.headers.items():
+            response[name] = value
+        return response
