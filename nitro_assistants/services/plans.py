@@ -5,6 +5,7 @@ order, under the user who approved it. A failed step stops the steps that depend
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -45,8 +46,11 @@ def start_plan(review: Review, disabled: list[str], user: Any) -> list[StepResul
     return results
 
 
-def _enqueue_ready(review: Review) -> None:
-    """Enqueue (after commit) every pending step whose dependencies all completed."""
+def _enqueue_ready(review: Review, completed: str | None = None) -> None:
+    """Enqueue (after commit) the steps that became ready: with ``completed=None`` those that
+    depend on nothing, else those whose last dependency was ``completed``. A step becomes
+    ready once, when its last dependency completes (under the review's lock), so it is
+    enqueued once."""
     from nitro_assistants import tasks
 
     results = list(review.step_results.all())
@@ -54,9 +58,12 @@ def _enqueue_ready(review: Review) -> None:
     for result in results:
         if result.status != StepResult.Status.PENDING:
             continue
+        if completed is None and result.depends_on:
+            continue
+        if completed is not None and completed not in result.depends_on:
+            continue
         if all(status.get(d) == StepResult.Status.COMPLETED for d in result.depends_on):
-            pk = result.pk
-            transaction.on_commit(lambda pk=pk: tasks.execute_plan_step.delay(pk))
+            transaction.on_commit(partial(tasks.execute_plan_step.delay, result.pk))
 
 
 def _skip_dependents(review: Review) -> None:
@@ -121,7 +128,7 @@ def execute_plan_step(step: StepResult | int) -> StepResult:
 
     user = _decider(review)
     plan = (review.payload.get("interaction") or {}).get("plan") or {}
-    step_data = next(
+    step_data: dict[str, Any] = next(
         (s for s in plan.get("steps") or [] if str(s.get("stepId")) == result.step_id), {}
     )
     outcome: dict[str, Any] = {}
@@ -160,6 +167,6 @@ def execute_plan_step(step: StepResult | int) -> StepResult:
         if error:
             _skip_dependents(review)
         else:
-            _enqueue_ready(review)
+            _enqueue_ready(review, completed=result.step_id)
         _finish(review)
     return result
