@@ -142,9 +142,7 @@ def test_review_round_trip_on_the_real_server(
     # The resume ran (eagerly) and the thread moved on to its reply draft.
     moved_on = page.locator(".nitro-now").inner_text()
     assert "waits on: reply" in moved_on
-    assert "Applied" in page.locator(".nitro-decision").inner_text() or "applied" in (
-        page.locator(".nitro-decision").inner_text()
-    )
+    assert "OUTCOME\napplied" in page.locator(".nitro-decision").inner_text()
     review.refresh_from_db()
     assert review.status == Review.Status.APPLIED
     reply = Review.objects.get(thread=thread, status=Review.Status.PENDING)
@@ -162,6 +160,7 @@ def test_review_round_trip_on_the_real_server(
     assert (
         "Moved to Thursday at 10:00. See you then!" in page.locator(".nitro-decision").inner_text()
     )
+    shot(page, "decided_review")
     reply.refresh_from_db()
     assert reply.status == Review.Status.APPLIED
     thread.refresh_from_db()
