@@ -6,10 +6,8 @@ import re
 from typing import Any
 
 import requests
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from nitro_assistants import services
 from nitro_assistants.models import Delivery, Review
 
 
@@ -51,10 +49,18 @@ class Command(BaseCommand):
         if missing:
             raise CommandError(f"the review queue does not show reviews {missing}")
 
+        # Decide the held tool call through the admin's review screen, as a reviewer would.
         review = next(r for r in pending if r.kind == "tool_calls")
-        admin = get_user_model().objects.get(username=options["username"])
-        calls = [{"id": call["id"], "action": "approve"} for call in review.tool_calls]
-        services.decide(review, admin, {"tool_calls": calls})
+        screen = f"{base}/admin/nitro_assistants/review/{review.pk}/review/"
+        page = web.get(screen, timeout=30)
+        hidden = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page.text))
+        missing_fields = {"csrfmiddlewaretoken", "revision", "digest"} - set(hidden)
+        if page.status_code != 200 or missing_fields:
+            raise CommandError(f"the review screen is missing {sorted(missing_fields)}")
+        form = {**hidden, **{f"call-{i}-action": "approve" for i in range(len(review.tool_calls))}}
+        decided = web.post(screen, data=form, headers={"Referer": screen}, timeout=120)
+        if decided.status_code >= 400:
+            raise CommandError(f"the review screen refused the decision ({decided.status_code})")
         review.refresh_from_db()
         follow_up = Review.objects.filter(
             thread=review.thread, status=Review.Status.PENDING
