@@ -87,3 +87,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"nitro_assistants": {"handlers": ["console"], "level": "WARNING"}},
 }
+
+# Fast hashing: tests create many users; the real hasher costs ~0.2 s per password.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
