@@ -23,7 +23,7 @@ from nitro_assistants.services.audit import record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.interactions import INTERACTION_KINDS, decide_interaction
 from nitro_assistants.services.mirror import record_result, supersede
-from nitro_assistants.services.runs import find_remote_run
+from nitro_assistants.services.runs import ACTIVE_REMOTE_STATUSES, find_remote_run
 
 
 def supersede_pending_review(thread: Thread, *, reason: str, actor: Any = None) -> Review | None:
@@ -228,6 +228,12 @@ def execute_resume(decision: Decision | int) -> Decision:
                 )
             messages = result.messages or assistant.thread_messages(thread_id=thread_id)
         except ReviewSupersededError as exc:
+            if _resume_still_running(assistant, thread_id, record):
+                # The resume's stream ended before its run did (a server shutting down closes
+                # open streams; it runs the resume again once back): retry, which joins the run.
+                raise ThreadResumptionError(
+                    "the resume's event stream ended before its run did", transient=True
+                ) from exc
             _close(record, run, Decision.Outcome.SUPERSEDED, str(exc))
             supersede(review, reason="stale")
             return record
@@ -251,6 +257,12 @@ def execute_resume(decision: Decision | int) -> Decision:
             run.save(update_fields=["remote_run_id"])
         record_result(thread, run, result, messages)
     return record
+
+
+def _resume_still_running(assistant: Any, thread_id: str, decision: Decision) -> bool:
+    """True when the server has this decision's resume run and has not finished it."""
+    remote = find_remote_run(assistant, thread_id, _resume_match(decision))
+    return remote is not None and remote.get("status") in ACTIVE_REMOTE_STATUSES
 
 
 def _close(record: Decision, run: Run, outcome: str, error: str) -> None:

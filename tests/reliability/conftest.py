@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -63,11 +65,22 @@ def server(lg_server: LangGraphServer) -> Iterator[LangGraphServer]:
         lg_server.start()
 
 
+def crash(server: LangGraphServer) -> None:
+    """SIGKILL the server: no graceful drain, nothing written to ``.langgraph_api`` since its last
+    periodic flush (every 10 s)."""
+    if server.process is not None:
+        os.killpg(server.process.pid, signal.SIGKILL)
+        server.process.wait(timeout=10)
+        server.process = None
+
+
 def remote_runs(server: LangGraphServer, thread: Any, **match: str) -> list[dict[str, Any]]:
     """The server's runs of ``thread`` whose metadata carries every ``match`` item."""
     response = requests.get(
         f"{server.url}/threads/{thread.thread_id}/runs", params={"limit": 100}, timeout=10
     )
+    if response.status_code == 404:  # not created yet
+        return []
     response.raise_for_status()
     return [
         run

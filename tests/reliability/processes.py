@@ -207,8 +207,16 @@ class CeleryWorker:
         return len(re.findall(pattern, self.log()))
 
     def retry_delays(self, task: str) -> list[float]:
-        pattern = rf"Task {re.escape(task)}\[[^\]]+\] retry: Retry in ([0-9.]+)s"
-        return [float(d) for d in re.findall(pattern, self.log())]
+        """Countdowns of the retries of ``task`` after an error (not a poll's "not yet")."""
+        return [d for delays in self.retries(task).values() for d in delays]
+
+    def retries(self, task: str) -> dict[str, list[float]]:
+        """The countdowns of each task id's retries after an error, in order."""
+        pattern = rf"Task {re.escape(task)}\[([^\]]+)\] retry: Retry in ([0-9.]+)s: \w"
+        found: dict[str, list[float]] = {}
+        for task_id, delay in re.findall(pattern, self.log()):
+            found.setdefault(task_id, []).append(float(delay))
+        return found
 
     def signals(self, name: str | None = None) -> list[dict[str, str]]:
         try:

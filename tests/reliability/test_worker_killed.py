@@ -69,3 +69,24 @@ def test_worker_killed_mid_resume_applies_the_decision_once(
     thread.refresh_from_db()
     assert thread.messages[-1]["content"].startswith("Done! Appointment 42 moved to Tuesday")
     print(f"killed after the resume reached the server; applied {recovered_in:.1f}s later")
+
+
+def test_worker_killed_mid_run_creates_one_remote_run(
+    nitro_settings: Any, start_worker: Any, server: Any
+) -> None:
+    first = start_worker(NITRO_REL_VISIBILITY_TIMEOUT=VISIBILITY_TIMEOUT)
+    run = services.start_run("slow", "slowly: Can I move my appointment to Tuesday?")
+    # The remote run exists and the model is thinking (SLOW_SECONDS): the worker waits on it.
+    wait_for(lambda: remote_runs(server, run.thread, nitro_run_id=str(run.pk)), 20)
+    first.kill()
+
+    second = start_worker(NITRO_REL_VISIBILITY_TIMEOUT=VISIBILITY_TIMEOUT)
+    review = pending_review(run.thread)
+    assert second.received("nitro_assistants.run_thread") == 1
+    assert len(remote_runs(server, run.thread, nitro_run_id=str(run.pk))) == 1
+    run.refresh_from_db()
+    assert run.status == Run.Status.INTERRUPTED
+    assert run.attempts == 2
+    state = requests.get(f"{server.url}/threads/{run.thread.thread_id}/state", timeout=10).json()
+    assert review.interrupt_ids == [i["id"] for i in state["interrupts"]]
+    assert Event.objects.filter(thread=run.thread, verb="review_requested").count() == 1
