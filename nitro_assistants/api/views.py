@@ -44,9 +44,12 @@ EVENTS_PAGE_DEFAULT, EVENTS_PAGE_MAX = 50, 200
 View = Callable[..., HttpResponse]
 
 
-def endpoint(*methods: str, authenticated: bool = True) -> Callable[[View], View]:
-    """Wrap a view: request id, allowed methods, authentication and rate limit, and the envelope
-    for every error, including unexpected ones (500 ``internal_error``, never a bare 500)."""
+def endpoint(
+    *methods: str, authenticated: bool = True, query: tuple[str, ...] = ()
+) -> Callable[[View], View]:
+    """Wrap a view: request id, allowed methods, authentication and rate limit, the query
+    parameters it takes (any other is a 400), and the envelope for every error, including
+    unexpected ones (500 ``internal_error``, never a bare 500)."""
 
     def wrap(view: View) -> View:
         @csrf_exempt  # session requests are CSRF-checked in ``authenticate``; key requests need none
@@ -65,6 +68,15 @@ def endpoint(*methods: str, authenticated: bool = True) -> Callable[[View], View
                     user, identity = authenticate(request)
                     throttle(identity)
                     args = (user, *args)
+                unknown = sorted(set(request.GET) - set(query))
+                if unknown:
+                    raise ApiError(
+                        400,
+                        "invalid_json",
+                        f"Unknown query parameter `{unknown[0]}`",
+                        field=unknown[0],
+                        issues=[f"Unknown query parameter `{name}`" for name in unknown],
+                    )
                 response = view(request, *args, **kwargs)
             except ApiError as error:
                 response = error.response(request_id)
@@ -282,7 +294,7 @@ def describe_event(event: Event) -> dict[str, Any]:
     }
 
 
-@endpoint("GET")
+@endpoint("GET", query=("limit", "after"))
 def events(request: HttpRequest, user: Any, session_id: str) -> HttpResponse:
     """The session's audit trail, oldest first, ``limit`` at a time after the cursor ``after``."""
     thread = _thread(session_id, user)

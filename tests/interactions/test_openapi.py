@@ -1,0 +1,122 @@
+"""Schemathesis against the API's own OpenAPI document, in process through Django's WSGI app:
+valid and invalid requests alike never get a 5xx, every error is the envelope, and every answer
+fits the document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import schemathesis
+from django.core.handlers.wsgi import WSGIHandler
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.generation import GenerationMode
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from nitro_assistants.api.errors import CODES
+from tests.interactions.conftest import BLUEPRINT, QUESTIONS, plan, step
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+OPENAPI = "/nitro/api/openapi.json"
+
+
+def error_envelope(ctx: Any, response: Any, case: Any) -> bool | None:
+    """Every 4xx/5xx is the envelope of PROTOCOL.md §8, with the request id in a header too."""
+    if response.status_code < 400:
+        return None
+    body = response.json()
+    assert set(body) == {"code", "message", "details"}, body
+    assert body["code"] in CODES, body
+    assert isinstance(body["message"], str) and body["message"], body
+    details = body["details"]
+    assert set(details) == {"field", "issues", "requestId", "retryable"}, body
+    headers = {name.lower(): value for name, value in response.headers.items()}
+    assert [details["requestId"]] == list(headers["x-request-id"]), body
+    assert isinstance(details["retryable"], bool) and isinstance(details["issues"], list)
+    return True
+
+
+def test_the_document_is_openapi_3_1_and_served(client: Any) -> None:
+    response = client.get(OPENAPI)
+    assert response.status_code == 200
+    document = response.json()
+    assert document["openapi"] == "3.1.0"
+    assert document["servers"] == [{"url": "http://testserver/nitro/api"}]
+    assert set(document["paths"]) == {
+        "/sessions/{sessionId}/interactions/{interactionId}/decide",
+        "/sessions/{sessionId}/interactions",
+        "/sessions/{sessionId}/interactions/{interactionId}",
+        "/sessions/{sessionId}/events",
+    }
+
+
+def test_schemathesis_finds_no_server_error_and_only_enveloped_errors(
+    interaction: Any,
+    key: str,
+    settings: Any,
+    fake: Any,
+    registered_operations: Any,
+    run_tasks_inline: Any,
+) -> None:
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "API_RATE_LIMIT": 0}
+    reviews = [
+        interaction("question", QUESTIONS, interaction_id="q"),
+        interaction("blueprint", BLUEPRINT, interaction_id="b"),
+        interaction("plan", plan(step("s1"), step("s2", optional=True)), interaction_id="p"),
+    ]
+    session = str(reviews[0].thread.thread_id)
+    schema = schemathesis.openapi.from_wsgi(OPENAPI, WSGIHandler())
+    cases = st.one_of(
+        schema.as_strategy(generation_mode=GenerationMode.POSITIVE),
+        schema.as_strategy(generation_mode=GenerationMode.NEGATIVE),
+    )
+    checks = [
+        not_a_server_error,
+        error_envelope,
+        status_code_conformance,
+        content_type_conformance,
+        response_schema_conformance,
+    ]
+    seen: set[int] = set()
+
+    @hypothesis_settings(
+        max_examples=80,
+        deadline=None,
+        database=None,
+        derandomize=True,  # the same examples every run: a failure here is never a fluke
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=cases, real=st.sampled_from([None, *reviews]))
+    def run(case: Any, real: Any) -> None:
+        # Half the time aim at the real session (and one of its interactions), so requests get
+        # past the 404s into authentication, validation, conflicts and decisions.
+        if real is not None and case.path_parameters:
+            case.path_parameters["sessionId"] = session
+            if "interactionId" in case.path_parameters:
+                case.path_parameters["interactionId"] = real.interaction_id
+            if isinstance(case.body, dict) and case.body.get("revision") == 1:
+                case.body["digest"] = real.digest
+        extra = [negative_data_rejection] if case.meta.generation.mode.is_negative else []
+        response = case.call_and_validate(
+            headers={**(case.headers or {}), "Authorization": f"Bearer {key}"},
+            checks=checks + extra,
+        )
+        seen.add(response.status_code)
+
+    run()
+    assert {200, 400, 404, 409} <= seen, seen
+
+
+def test_session_without_credentials_is_401_in_the_envelope(client: Any) -> None:
+    response = client.get("/nitro/api/sessions/00000000-0000-0000-0000-000000000000/events")
+    assert response.status_code == 401
+    assert response.json()["code"] == "unauthorized"
