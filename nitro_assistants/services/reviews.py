@@ -276,9 +276,11 @@ def _close(record: Decision, run: Run, outcome: str, error: str) -> None:
 
 
 def _fail_review(review: Review, run: Run, error: str) -> None:
-    review.status = Review.Status.FAILED
-    review.closed_at = timezone.now()
-    review.save(update_fields=["status", "closed_at"])
+    # An approved plan's state is its steps' (they run whether the assistant heard or not).
+    if review.status not in (Review.Status.EXECUTING, Review.Status.COMPLETED):
+        review.status = Review.Status.FAILED
+        review.closed_at = timezone.now()
+        review.save(update_fields=["status", "closed_at"])
     Thread.objects.filter(pk=review.thread_id).update(status=Thread.Status.ERROR)
     record_event(review.thread, "review_failed", review=review, run=run, error=error)
     send_on_commit(signals.run_failed, Run, run=run, thread=review.thread, error=error)
