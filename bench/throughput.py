@@ -1,0 +1,279 @@
+"""Throughput of run → review → resume: through Celery (2 worker processes, Redis, Postgres) vs `langgraph_sdk` driving the same flows directly.
+
+    .venv/bin/python bench/throughput.py [--threads 200] [--concurrency 20]
+
+One real ``langgraph dev`` server (in-memory runtime, ``--n-jobs-per-worker 10``) runs the
+``tools`` graph of tests/graphs/agents.py: "Can I move my appointment to Tuesday?" pauses on a held
+``reschedule_appointment`` call; approving it runs the tool and the model answers.
+
+- **Celery**: ``services.start_run`` for every thread at once; two ``celery worker`` processes
+  (thread pool, ``--concurrency`` split between them) run and mirror them; this process decides
+  each review as soon as it appears (``services.decide``, approve) and the workers resume them. Ends
+  when every decision is applied. Real Redis (``NITRO_BENCH_BROKER_URL``, default
+  ``redis://127.0.0.1:6379/3``, a queue of its own), real Postgres (a scratch database, created
+  and dropped).
+- **SDK**: ``--concurrency`` threads, each flow ``threads.create`` → ``runs.wait`` (pauses) →
+  ``runs.wait`` with ``command.resume`` (approve), with ``langgraph_sdk``'s sync client.
+
+Prints both throughputs and the ratio Celery / SDK (goal ≥ 0.8). Figures only, no assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+GRAPH = "tools"
+MESSAGE = "Can I move my appointment to Tuesday?"
+WORKERS = 2
+
+
+def _admin_connection() -> Any:
+    import psycopg
+
+    return psycopg.connect(
+        host=os.environ.get("NITRO_TEST_DB_HOST", "127.0.0.1"),
+        port=os.environ.get("NITRO_TEST_DB_PORT", "5432"),
+        user=os.environ.get("NITRO_TEST_DB_USER", "postgres"),
+        password=os.environ.get("NITRO_TEST_DB_PASSWORD", ""),
+        dbname="postgres",
+        autocommit=True,
+    )
+
+
+def create_database(name: str) -> None:
+    with _admin_connection() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def drop_database(name: str) -> None:
+    with _admin_connection() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def start_workers(
+    count: int, concurrency: int, env: dict[str, str], logdir: Path
+) -> list[subprocess.Popen[bytes]]:
+    processes = []
+    for i in range(count):
+        log = logdir / f"worker-{i}.log"
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "tests.celery_app",
+                    "worker",
+                    "--pool=threads",
+                    f"--concurrency={concurrency}",
+                    "--loglevel=WARNING",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                    "-Q",
+                    env["NITRO_TEST_QUEUE"],
+                    "-n",
+                    f"bench-{i}-{uuid.uuid4().hex[:6]}@%h",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log.open("ab"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
+    return processes
+
+
+def stop_workers(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+def wait_workers_ready(queue: str, count: int, timeout: float = 60) -> None:
+    """Every worker consumes the queue (``celery inspect`` would cost seconds per call)."""
+    from tests.celery_app import app
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        replies = app.control.inspect(timeout=1).active_queues() or {}
+        ready = [q for queues in replies.values() for q in queues if q["name"] == queue]
+        if len(ready) >= count:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"{count} workers did not come up on {queue}")
+
+
+def through_celery(threads: int, timeout: float) -> float:
+    """Seconds for ``threads`` flows through the app's services and the Celery workers."""
+    from nitro_assistants import services
+    from nitro_assistants.models import Decision, Review
+
+    started = time.perf_counter()
+    runs = [services.start_run(GRAPH, MESSAGE) for _ in range(threads)]
+    thread_pks = [run.thread_id for run in runs]
+    decided = 0
+    deadline = time.monotonic() + timeout
+    while True:
+        for review in Review.objects.filter(thread__in=thread_pks, status=Review.Status.PENDING):
+            call = review.tool_calls[0]
+            services.decide(review, None, {"tool_calls": [{"id": call["id"], "action": "approve"}]})
+            decided += 1
+        applied = Decision.objects.filter(
+            review__thread__in=thread_pks, outcome=Decision.Outcome.APPLIED
+        ).count()
+        if applied == threads:
+            return time.perf_counter() - started
+        failed = Decision.objects.filter(review__thread__in=thread_pks).exclude(
+            outcome__in=[Decision.Outcome.APPLIED, Decision.Outcome.PENDING]
+        )
+        if failed.exists() or time.monotonic() > deadline:
+            raise RuntimeError(
+                f"Celery side: {applied}/{threads} applied, {decided} decided, "
+                f"{failed.count()} failed or superseded"
+            )
+        time.sleep(0.05)
+
+
+def through_sdk(url: str, threads: int, concurrency: int) -> float:
+    """Seconds for ``threads`` flows driven with ``langgraph_sdk`` at ``concurrency``."""
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=url, api_key=None)
+    metadata = {"user_id": "bench"}
+
+    def flow(_: int) -> None:
+        thread_id = client.threads.create(metadata={"graph_id": GRAPH})["thread_id"]
+        paused = client.runs.wait(
+            thread_id,
+            GRAPH,
+            input={"messages": [{"role": "user", "content": MESSAGE}]},
+            context={},
+            metadata=metadata,
+            config={"metadata": metadata},
+        )
+        assert isinstance(paused, dict)
+        interrupt_id = paused["__interrupt__"][0]["id"]
+        done = client.runs.wait(
+            thread_id,
+            GRAPH,
+            command={"resume": {interrupt_id: {"decisions": [{"type": "approve"}]}}},
+            context={},
+            metadata=metadata,
+            config={"metadata": metadata},
+        )
+        assert isinstance(done, dict)
+        assert "__interrupt__" not in done, done
+        assert str(done["messages"][-1]["content"]).startswith("Done!"), done["messages"][-1]
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(pool.map(flow, range(threads)))
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=200, help="conversations (default 200)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=20,
+        help="flows in flight on each side: SDK threads, and Celery worker threads over "
+        f"{WORKERS} processes (default 20)",
+    )
+    args = parser.parse_args()
+    threads, concurrency = max(1, args.threads), max(WORKERS, args.concurrency)
+
+    db_name = f"nitro_bench_throughput_{os.getpid()}"
+    queue = f"nitro-bench-{uuid.uuid4().hex[:8]}"
+    broker_url = os.environ.get("NITRO_BENCH_BROKER_URL", "redis://127.0.0.1:6379/3")
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "NITRO_TEST_DB_NAME": db_name,
+            "NITRO_TEST_BROKER_URL": broker_url,
+            "NITRO_TEST_QUEUE": queue,
+        }
+    )
+    from tests.langgraph_server import LangGraphServer
+
+    create_database(db_name)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
+    server = LangGraphServer(workdir=workdir / "server")
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        server.start()
+        os.environ["NITRO_TEST_ASSISTANTS_URL"] = server.url
+        import django
+
+        django.setup()
+        import logging
+
+        logging.getLogger("nitro_assistants").setLevel(logging.ERROR)
+        from django.core.management import call_command
+
+        import tests.celery_app  # noqa: F401  (the app .delay() sends with)
+
+        call_command("migrate", verbosity=0)
+        workers = start_workers(WORKERS, concurrency // WORKERS, dict(os.environ), workdir)
+        wait_workers_ready(queue, WORKERS)
+
+        through_sdk(server.url, min(4, threads), concurrency)  # warm the server up
+        through_celery(min(4, threads), timeout=120)
+        timeout = 60 + threads * 3.0
+        celery_seconds = through_celery(threads, timeout)
+        sdk_seconds = through_sdk(server.url, threads, concurrency)
+    finally:
+        stop_workers(workers)
+        server.stop()
+        from django.db import connections
+
+        connections.close_all()
+        drop_database(db_name)
+
+    celery_rate, sdk_rate = threads / celery_seconds, threads / sdk_seconds
+    ratio = celery_rate / sdk_rate
+    verdict = "met" if ratio >= 0.8 else "**not met**"
+    print(
+        f"{threads} conversations, each run → review → resume (graph `{GRAPH}`), "
+        f"{concurrency} in flight on each side; `langgraph dev` in-memory runtime, "
+        "`--n-jobs-per-worker 10`.\n"
+    )
+    print("| path | seconds | flows/s |")
+    print("|---|---:|---:|")
+    print(
+        f"| Celery: {WORKERS} worker processes × {concurrency // WORKERS} threads, "
+        f"Redis, Postgres | {celery_seconds:.1f} | {celery_rate:.2f} |"
+    )
+    print(
+        f"| `langgraph_sdk` sync client, {concurrency} threads | {sdk_seconds:.1f} "
+        f"| {sdk_rate:.2f} |"
+    )
+    print(f"\n- ratio Celery / SDK: **{ratio:.2f}** (goal ≥ 0.8: {verdict})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
