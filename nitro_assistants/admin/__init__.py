@@ -8,13 +8,14 @@ the ``nitro_assistants.decide_review`` permission), which goes through
 
 from __future__ import annotations
 
-from nitro_assistants.admin import deliveries, events, reviews, threads
+from nitro_assistants.admin import api_keys, deliveries, events, reviews, threads
 from nitro_assistants.admin.forms import DECISION_FORMS, register_decision_form
 from nitro_assistants.admin.options import ReadOnlyAdmin
 
 __all__ = [
     "DECISION_FORMS",
     "ReadOnlyAdmin",
+    "api_keys",
     "deliveries",
     "events",
     "register_decision_form",

@@ -50,14 +50,19 @@ class ApiKey(models.Model):
     def revoked(self) -> bool:
         return self.revoked_at is not None
 
+    def set_new_key(self) -> str:
+        """Give this (unsaved) row a fresh key; returns the key, which is never shown again."""
+        self.prefix = secrets.token_hex(6)
+        secret = f"{API_KEY_PREFIX}{self.prefix}_{secrets.token_urlsafe(32)}"
+        self.hashed_key = hash_api_key(secret)
+        return secret
+
     @classmethod
     def generate(cls, user: Any, name: str) -> tuple[ApiKey, str]:
         """Create a key for ``user``; returns the row and the key, which is never shown again."""
-        prefix = secrets.token_hex(6)
-        secret = f"{API_KEY_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
-        key = cls.objects.create(
-            user=user, name=name, prefix=prefix, hashed_key=hash_api_key(secret)
-        )
+        key = cls(user=user, name=name)
+        secret = key.set_new_key()
+        key.save()
         return key, secret
 
     def matches(self, secret: str) -> bool:
