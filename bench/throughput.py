@@ -81,7 +81,7 @@ def start_workers(
                     "worker",
                     "--pool=threads",
                     f"--concurrency={concurrency}",
-                    "--loglevel=WARNING",
+                    f"--loglevel={os.environ.get('NITRO_BENCH_WORKER_LOGLEVEL', 'WARNING')}",
                     "--without-gossip",
                     "--without-mingle",
                     "--without-heartbeat",
@@ -125,6 +125,30 @@ def wait_workers_ready(queue: str, count: int, timeout: float = 60) -> None:
     raise RuntimeError(f"{count} workers did not come up on {queue}")
 
 
+def cpu_seconds(pgid: int) -> float:
+    """CPU time (user + system) used so far by the live processes of process group ``pgid``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def measured(call: Any, groups: dict[str, int]) -> tuple[float, dict[str, float]]:
+    """Wall seconds of ``call()`` and the CPU seconds each process group spent meanwhile."""
+    before = {name: cpu_seconds(pgid) for name, pgid in groups.items()}
+    own = time.process_time()
+    seconds = call()
+    cpu = {name: cpu_seconds(pgid) - before[name] for name, pgid in groups.items()}
+    cpu["this process"] = time.process_time() - own
+    return seconds, cpu
+
+
 def through_celery(threads: int, timeout: float) -> float:
     """Seconds for ``threads`` flows through the app's services and the Celery workers."""
     from nitro_assistants import services
@@ -154,6 +178,37 @@ def through_celery(threads: int, timeout: float) -> float:
                 f"{failed.count()} failed or superseded"
             )
         time.sleep(0.05)
+
+
+def stages(threads: int) -> dict[str, float]:
+    """Mean seconds of each stage of the last ``threads`` flows, from the rows' timestamps."""
+    from nitro_assistants.models import Decision, Run
+
+    decisions = list(
+        Decision.objects.select_related("review", "run").order_by("-pk")[:threads]
+    )
+    runs = {
+        r.thread_id: r
+        for r in Run.objects.filter(
+            kind=Run.Kind.RUN, thread__in=[d.review.thread_id for d in decisions]
+        )
+    }
+    spans: dict[str, list[float]] = {}
+
+    def add(name: str, start: Any, end: Any) -> None:
+        if start and end:
+            spans.setdefault(name, []).append((end - start).total_seconds())
+
+    for decision in decisions:
+        run, resume = runs.get(decision.review.thread_id), decision.run
+        if run is None or resume is None:
+            continue
+        add("run: queued in Celery", run.created_at, run.started_at)
+        add("run: task (server run + mirror)", run.started_at, run.finished_at)
+        add("review: shown → decided (this process polls)", run.finished_at, decision.decided_at)
+        add("resume: queued in Celery", decision.decided_at, resume.started_at)
+        add("resume: task (server run + mirror)", resume.started_at, resume.finished_at)
+    return {name: sum(v) / len(v) for name, v in spans.items()}
 
 
 def through_sdk(url: str, threads: int, concurrency: int) -> float:
@@ -243,8 +298,14 @@ def main() -> int:
         through_sdk(server.url, min(4, threads), concurrency)  # warm the server up
         through_celery(min(4, threads), timeout=120)
         timeout = 60 + threads * 3.0
-        celery_seconds = through_celery(threads, timeout)
-        sdk_seconds = through_sdk(server.url, threads, concurrency)
+        assert server.process is not None
+        groups = {"server": server.process.pid}
+        groups.update({f"worker {i + 1}": w.pid for i, w in enumerate(workers)})
+        celery_seconds, celery_cpu = measured(lambda: through_celery(threads, timeout), groups)
+        celery_stages = stages(threads)
+        sdk_seconds, sdk_cpu = measured(
+            lambda: through_sdk(server.url, threads, concurrency), groups
+        )
     finally:
         stop_workers(workers)
         server.stop()
@@ -272,6 +333,13 @@ def main() -> int:
         f"| {sdk_rate:.2f} |"
     )
     print(f"\n- ratio Celery / SDK: **{ratio:.2f}** (goal ≥ 0.8: {verdict})")
+    print("- mean seconds per stage of a flow through Celery:")
+    for name, seconds in celery_stages.items():
+        print(f"  - {name}: {seconds:.2f}")
+    print(f"- CPU seconds spent during each side ({os.cpu_count()} cores on this machine):")
+    for label, cpu in (("Celery", celery_cpu), ("SDK", sdk_cpu)):
+        parts = ", ".join(f"{name} {seconds:.1f}" for name, seconds in cpu.items() if seconds)
+        print(f"  - {label}: {parts}")
     return 0
 
 
