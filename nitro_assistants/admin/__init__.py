@@ -8,7 +8,7 @@ the ``nitro_assistants.decide_review`` permission), which goes through
 
 from __future__ import annotations
 
-from nitro_assistants.admin import api_keys, deliveries, events, reviews, threads
+from nitro_assistants.admin import api_keys, deliveries, events, interactions, reviews, threads
 from nitro_assistants.admin.forms import DECISION_FORMS, register_decision_form
 from nitro_assistants.admin.options import ReadOnlyAdmin
 
@@ -18,6 +18,7 @@ __all__ = [
     "api_keys",
     "deliveries",
     "events",
+    "interactions",
     "register_decision_form",
     "reviews",
     "threads",

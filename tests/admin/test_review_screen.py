@@ -508,7 +508,8 @@ def test_service_refusal_is_shown_on_the_form(
     assert "Tool call `call_1` is decided twice." in response.content.decode()
 
 
-def test_typed_interaction_kinds_are_shown_without_a_form(reviewer_client: Client) -> None:
+def test_typed_interaction_kinds_are_shown_with_their_form(reviewer_client: Client) -> None:
+    # The forms themselves are tested in tests/interactions/test_admin_forms.py.
     review = ReviewFactory(
         kind=Review.Kind.QUESTION,
         thread__status=Thread.Status.INTERRUPTED,
@@ -517,8 +518,8 @@ def test_typed_interaction_kinds_are_shown_without_a_form(reviewer_client: Clien
     response = reviewer_client.get(review_url(review))
     html = response.content.decode()
     assert response.status_code == 200
-    assert "&quot;title&quot;: &quot;Pick a day&quot;" in html
-    assert "Submit decision" not in html
+    assert "Pick a day" in html
+    assert "Submit decision" in html
 
 
 def test_change_url_redirects_to_the_review_screen(reviewer_client: Client) -> None:
@@ -528,7 +529,12 @@ def test_change_url_redirects_to_the_review_screen(reviewer_client: Client) -> N
     assert response["Location"] == review_url(review)
 
 
-def test_a_kind_without_a_decision_form_cannot_be_posted(reviewer_client: Client) -> None:
+def test_a_kind_without_a_decision_form_cannot_be_posted(
+    reviewer_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nitro_assistants.admin.forms import DECISION_FORMS
+
+    monkeypatch.delitem(DECISION_FORMS, Review.Kind.PLAN)
     review = ReviewFactory(
         kind=Review.Kind.PLAN,
         payload={"interaction": {"interactionId": "p1", "kind": "plan", "title": "Plan"}},

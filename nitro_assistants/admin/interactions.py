@@ -1,0 +1,276 @@
+"""Decision forms for typed interactions (PROTOCOL.md §8), registered on the review screen's hook:
+answer questions, accept a blueprint or send it back, approve a plan (optional steps toggled,
+editable fields edited) or send it back with comments per step. Each builds the decide API's body
+for :func:`nitro_assistants.services.decide`, which checks it against the revision shown."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from nitro_assistants.admin.forms import ReviewDecisionForm, register_decision_form
+from nitro_assistants.models import Review
+from nitro_assistants.services.interactions import MAX_NOTE, plan_steps
+
+DECISION_LABELS = {
+    "answer": _("Answer"),
+    "accept": _("Accept"),
+    "approve": _("Approve"),
+    "request_revision": _("Ask for a revision"),
+    "cancel": _("Dismiss"),
+}
+
+
+def _choice(*decisions: str) -> forms.ChoiceField:
+    return forms.ChoiceField(
+        label=_("Decision"),
+        widget=forms.RadioSelect,
+        choices=[(d, DECISION_LABELS[d]) for d in decisions],
+    )
+
+
+def _note() -> forms.CharField:
+    return forms.CharField(
+        label=_("Note for the assistant"),
+        required=False,
+        max_length=MAX_NOTE,
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+
+
+class DecisionForm(forms.Form):
+    def __init__(self, *decisions: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fields["decision"] = _choice(*decisions)
+        self.fields["note"] = _note()
+
+
+class InteractionDecisionForm(ReviewDecisionForm):
+    """The decision, a note, and per-item sub-forms; the service does the real checking."""
+
+    decisions: tuple[str, ...] = ()
+
+    def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
+        super().__init__(review, data)
+        self.non_field_errors: list[str] = []
+        self.interaction: dict[str, Any] = dict(review.payload.get("interaction") or {})
+        self.problems: list[str] = list(review.payload.get("problems") or [])
+        self.form = DecisionForm(*self.decisions, data=data, prefix="interaction")
+        self.items: list[forms.Form] = []
+
+    @property
+    def content_json(self) -> str:
+        """The questions, blueprint or plan as JSON, for reading."""
+        key = {"question": "questions", "blueprint": "blueprint", "plan": "plan"}[self.review.kind]
+        return json.dumps(self.interaction.get(key), indent=2, ensure_ascii=False, default=str)
+
+    def is_valid(self) -> bool:
+        valid = [self.form.is_valid(), *(item.is_valid() for item in self.items)]
+        return all(valid) and not self.non_field_errors
+
+    def add_error(self, message: str) -> None:
+        self.non_field_errors.append(message)
+
+    def body(self, **fields: Any) -> dict[str, Any]:
+        data = self.form.cleaned_data
+        return {
+            "decision": data["decision"],
+            "revision": self.review.revision,
+            "digest": self.review.digest,
+            "note": data["note"],
+            **fields,
+        }
+
+
+class QuestionForm(forms.Form):
+    def __init__(self, question: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.question = question
+        input_kind = question.get("input") or "single_select"
+        options = [
+            (str(o.get("optionId")), str(o.get("label") or o.get("optionId")))
+            for o in question.get("options") or []
+            if isinstance(o, dict)
+        ]
+        label = str(question.get("prompt") or question.get("questionId"))
+        if options:
+            if input_kind == "multi_select" or question.get("multiple"):
+                self.fields["options"] = forms.MultipleChoiceField(
+                    label=label,
+                    choices=options,
+                    required=False,
+                    widget=forms.CheckboxSelectMultiple,
+                )
+            else:
+                self.fields["options"] = forms.ChoiceField(
+                    label=label,
+                    choices=options,
+                    required=False,
+                    widget=forms.RadioSelect,
+                )
+        if input_kind == "text" or question.get("allowOther"):
+            self.fields["text"] = forms.CharField(
+                label=_("Other") if options else label,
+                required=False,
+                max_length=MAX_NOTE,
+                widget=forms.Textarea(attrs={"rows": 2}),
+            )
+
+    def answer(self) -> dict[str, Any] | None:
+        data = self.cleaned_data
+        chosen = data.get("options") or []
+        option_ids = [chosen] if isinstance(chosen, str) else list(chosen)
+        answer: dict[str, Any] = {"questionId": str(self.question.get("questionId"))}
+        if option_ids:
+            answer["optionIds"] = option_ids
+        if (data.get("text") or "").strip():
+            answer["text"] = data["text"]
+        return answer if len(answer) > 1 else None
+
+
+@register_decision_form(Review.Kind.QUESTION)
+class QuestionDecisionForm(InteractionDecisionForm):
+    template_name = "admin/nitro_assistants/review/decide_question.html"
+    decisions = ("answer", "cancel")
+
+    def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
+        super().__init__(review, data)
+        questions = [q for q in self.interaction.get("questions") or [] if isinstance(q, dict)]
+        self.items = [
+            QuestionForm(question, data=data, prefix=f"q-{index}")
+            for index, question in enumerate(questions)
+        ]
+
+    def decision(self) -> dict[str, Any]:
+        if self.form.cleaned_data["decision"] != "answer":
+            return self.body()
+        answers = [
+            answer
+            for item in self.items
+            if isinstance(item, QuestionForm) and (answer := item.answer()) is not None
+        ]
+        return self.body(answers=answers)
+
+
+@register_decision_form(Review.Kind.BLUEPRINT)
+class BlueprintDecisionForm(InteractionDecisionForm):
+    template_name = "admin/nitro_assistants/review/decide_blueprint.html"
+    decisions = ("accept", "request_revision", "cancel")
+
+    def decision(self) -> dict[str, Any]:
+        return self.body()
+
+
+class StepForm(forms.Form):
+    """One plan step: whether it runs (optional steps), its editable fields, a comment."""
+
+    def __init__(self, step: dict[str, Any], **kwargs: Any) -> None:
+        self.step = step
+        self.input: dict[str, Any] = dict(step.get("input") or {})
+        self.optional = bool(step.get("optional")) and step.get("enabled") is not False
+        self.declared = [
+            f for f in step.get("fields") or [] if isinstance(f, dict) and f.get("name")
+        ]
+        kwargs["initial"] = {
+            "run": True,
+            **{
+                f"field__{f['name']}": self._shown(self.input.get(f["name"])) for f in self.declared
+            },
+        }
+        super().__init__(**kwargs)
+        if self.optional:
+            self.fields["run"] = forms.BooleanField(label=_("Run this step"), required=False)
+        for spec in self.declared:
+            label = str(spec.get("label") or spec["name"])
+            options = spec.get("options")
+            if isinstance(options, list) and options:
+                values = [
+                    o.get("value", o.get("optionId")) if isinstance(o, dict) else o for o in options
+                ]
+                labels = [
+                    o.get("label", v) if isinstance(o, dict) else o
+                    for o, v in zip(options, values, strict=True)
+                ]
+                self.fields[f"field__{spec['name']}"] = forms.TypedChoiceField(
+                    label=label,
+                    choices=[
+                        (self._shown(v), str(lab)) for v, lab in zip(values, labels, strict=True)
+                    ],
+                    coerce=lambda shown, values=values: next(
+                        (v for v in values if self._shown(v) == shown), shown
+                    ),
+                    required=False,
+                    help_text=str(spec.get("help") or ""),
+                )
+            else:
+                self.fields[f"field__{spec['name']}"] = forms.CharField(
+                    label=label, required=False, help_text=str(spec.get("help") or "")
+                )
+        self.fields["comment"] = forms.CharField(
+            label=_("Comment on this step"),
+            required=False,
+            max_length=MAX_NOTE,
+            widget=forms.Textarea(attrs={"rows": 1}),
+        )
+
+    @staticmethod
+    def _shown(value: Any) -> str:
+        return "" if value is None else str(value)
+
+    @property
+    def field_rows(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.fields if name.startswith("field__")]
+
+    def edits(self) -> dict[str, Any]:
+        changed = {}
+        for spec in self.declared:
+            name = spec["name"]
+            value = self.cleaned_data.get(f"field__{name}")
+            original = self.input.get(name)
+            if value != original and self._shown(value) != self._shown(original):
+                changed[name] = value
+        return changed
+
+
+@register_decision_form(Review.Kind.PLAN)
+class PlanDecisionForm(InteractionDecisionForm):
+    template_name = "admin/nitro_assistants/review/decide_plan.html"
+    decisions = ("approve", "request_revision", "cancel")
+
+    def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
+        super().__init__(review, data)
+        self.items = [
+            StepForm(step, data=data, prefix=f"step-{index}")
+            for index, step in enumerate(plan_steps(self.interaction.get("plan")))
+        ]
+
+    @property
+    def steps(self) -> list[StepForm]:
+        return [item for item in self.items if isinstance(item, StepForm)]
+
+    def decision(self) -> dict[str, Any]:
+        choice = self.form.cleaned_data["decision"]
+        if choice == "approve":
+            disabled = [
+                str(s.step.get("stepId"))
+                for s in self.steps
+                if s.optional and not s.cleaned_data.get("run")
+            ]
+            edits = {
+                str(s.step.get("stepId")): changed
+                for s in self.steps
+                if str(s.step.get("stepId")) not in disabled and (changed := s.edits())
+            }
+            return self.body(disabledSteps=disabled, edits=edits)
+        if choice == "request_revision":
+            comments = [
+                {"text": s.cleaned_data["comment"].strip(), "stepId": str(s.step.get("stepId"))}
+                for s in self.steps
+                if (s.cleaned_data.get("comment") or "").strip()
+            ]
+            return self.body(comments=comments)
+        return self.body()

@@ -1,0 +1,112 @@
+"""The review screen's forms for questions, blueprints and plans: each builds the decide body and
+goes through ``services.decide`` like the API does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from nitro_assistants.models import Decision, Review
+from tests.interactions.conftest import BLUEPRINT, DAY_FIELD, QUESTIONS, plan, step
+
+pytestmark = pytest.mark.django_db
+
+
+def screen(review: Review) -> str:
+    return f"/admin/nitro_assistants/review/{review.pk}/review/"
+
+
+def post(client: Client, review: Review, data: dict[str, Any]) -> Any:
+    stamp = {
+        "interrupt_id": review.interrupt_id or "",
+        "revision": review.revision,
+        "digest": review.digest,
+    }
+    return client.post(screen(review), {**stamp, **data})
+
+
+def test_question_form_answers(
+    admin_client: Client, interaction: Any, run_tasks_inline: Any
+) -> None:
+    review = interaction("question", QUESTIONS)
+    page = admin_client.get(screen(review)).content.decode()
+    assert "Which day?" in page and "Tuesday" in page and 'name="q-1-text"' in page
+    # Nothing chosen for the required question: the service's message, nothing stored.
+    refused = post(admin_client, review, {"interaction-decision": "answer"})
+    assert refused.status_code == 400
+    assert "needs an answer" in refused.content.decode()
+    assert not Decision.objects.exists()
+    response = post(
+        admin_client,
+        review,
+        {"interaction-decision": "answer", "q-0-options": "fri", "q-1-text": "after 3pm"},
+    )
+    assert response.status_code == 302
+    answer = Decision.objects.get(review=review).answer
+    assert answer["answers"] == [
+        {"questionId": "day", "optionIds": ["fri"]},
+        {"questionId": "why", "optionIds": [], "text": "after 3pm"},
+    ]
+    assert answer["decidedBy"] == "admin"
+
+
+def test_blueprint_form_sends_it_back_with_a_note(
+    admin_client: Client, interaction: Any, run_tasks_inline: Any
+) -> None:
+    review = interaction("blueprint", BLUEPRINT)
+    assert "costClass" in admin_client.get(screen(review)).content.decode()
+    refused = post(admin_client, review, {"interaction-decision": "request_revision"})
+    assert refused.status_code == 400
+    response = post(
+        admin_client,
+        review,
+        {"interaction-decision": "request_revision", "interaction-note": "Use prod"},
+    )
+    assert response.status_code == 302
+    review.refresh_from_db()
+    assert review.status == "revision_requested"
+    assert Decision.objects.get(review=review).answer["note"] == "Use prod"
+
+
+def test_plan_form_approves_with_a_step_off_and_a_field_edited(
+    admin_client: Client,
+    interaction: Any,
+    registered_operations: list[Any],
+    run_tasks_inline: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    review = interaction(
+        "plan",
+        plan(step("s1", input={"day": "Tuesday"}, fields=[DAY_FIELD]), step("s2", optional=True)),
+    )
+    page = admin_client.get(screen(review)).content.decode()
+    assert 'name="step-1-run"' in page and 'name="step-0-run"' not in page
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post(
+            admin_client,
+            review,
+            {"interaction-decision": "approve", "step-0-field__day": "Friday", "step-1-run": ""},
+        )
+    assert response.status_code == 302
+    edited = Review.objects.get(interaction_id="int-1", revision=2)
+    assert edited.origin == "user" and edited.status == "completed"
+    answer = Decision.objects.get(review=edited).answer
+    assert answer["disabledSteps"] == ["s2"] and answer["edits"] == {"s1": {"day": "Friday"}}
+    assert registered_operations == [("test.ok", {"day": "Friday"}, "admin")]
+
+
+def test_plan_form_sends_comments_per_step(
+    admin_client: Client, interaction: Any, run_tasks_inline: Any, registered_operations: Any
+) -> None:
+    review = interaction("plan", plan(step("s1"), step("s2")))
+    response = post(
+        admin_client,
+        review,
+        {"interaction-decision": "request_revision", "step-1-comment": "Not on Sunday"},
+    )
+    assert response.status_code == 302
+    assert Decision.objects.get(review=review).answer["comments"] == [
+        {"text": "Not on Sunday", "stepId": "s2"}
+    ]
