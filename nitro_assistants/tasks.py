@@ -14,6 +14,10 @@ Beat schedule for the delivery sweep (in the host project's Celery config)::
             "task": "nitro_assistants.requeue_stale",
             "schedule": 300.0,
         },
+        "nitro-assistants-requeue-plan-steps": {
+            "task": "nitro_assistants.requeue_plan_steps",
+            "schedule": 300.0,
+        },
     }
 """
 
@@ -116,3 +120,9 @@ def execute_plan_step(self: Task, step_pk: int) -> str:
             raise
         raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
     return str(step.status)
+
+
+@task("nitro_assistants.requeue_plan_steps")
+def requeue_plan_steps() -> int:
+    """Periodic: enqueue again ready plan steps whose task was lost."""
+    return services.requeue_stale_steps()

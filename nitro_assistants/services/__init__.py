@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from nitro_assistants.exceptions import ReviewNotPendingError
 from nitro_assistants.services.deliveries import record_deliveries, sweep_deliveries
-from nitro_assistants.services.plans import execute_plan_step
+from nitro_assistants.services.plans import execute_plan_step, requeue_stale_steps
 from nitro_assistants.services.recovery import requeue_stale
 from nitro_assistants.services.reviews import (
     decide,
@@ -34,6 +34,7 @@ __all__ = [
     "fail_run",
     "record_deliveries",
     "requeue_stale",
+    "requeue_stale_steps",
     "start_run",
     "supersede_pending_review",
     "sweep_deliveries",

@@ -5,6 +5,7 @@ order, under the user who approved it. A failed step stops the steps that depend
 
 from __future__ import annotations
 
+import datetime
 from functools import partial
 from typing import Any
 
@@ -12,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from nitro_assistants.conf import app_settings
 from nitro_assistants.models import Review, StepResult
 from nitro_assistants.operations import get_operation
 from nitro_assistants.services.audit import record_event
@@ -170,3 +172,26 @@ def execute_plan_step(step: StepResult | int) -> StepResult:
             _enqueue_ready(review, completed=result.step_id)
         _finish(review)
     return result
+
+
+def requeue_stale_steps(now: datetime.datetime | None = None) -> int:
+    """Enqueue again the steps of executing plans that are ready (every dependency completed) but
+    have not started ``REQUEUE_AFTER`` seconds after the approval: their task was lost (a process
+    died before the on-commit enqueue, or the broker lost its queue). A step that started is
+    never run again by this (operations need not be idempotent). Returns how many."""
+    from nitro_assistants import tasks
+
+    now = now or timezone.now()
+    cutoff = now - datetime.timedelta(seconds=app_settings.REQUEUE_AFTER)
+    candidates = StepResult.objects.filter(
+        status=StepResult.Status.PENDING,
+        review__status=Review.Status.EXECUTING,
+        review__decision__decided_at__lte=cutoff,
+    ).select_related("review")
+    count = 0
+    for result in candidates:
+        statuses = dict(result.review.step_results.values_list("step_id", "status"))
+        if all(statuses.get(d) == StepResult.Status.COMPLETED for d in result.depends_on):
+            tasks.execute_plan_step.delay(result.pk)
+            count += 1
+    return count

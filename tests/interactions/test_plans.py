@@ -251,3 +251,33 @@ def test_rate_limit_is_per_key(api: Api, interaction: Any, stranger: Any, settin
     other = ApiKey.generate(stranger, "sam")[1]
     assert_error(api.get(path, key=other), 403, "forbidden")  # its own budget: not limited
     cache.clear()
+
+
+def test_ready_steps_whose_task_was_lost_are_enqueued_again(
+    api: Api,
+    interaction: Any,
+    registered_operations: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    import datetime
+
+    from django.utils import timezone
+
+    lost: list[int] = []
+    monkeypatch.setattr(tasks.execute_plan_step, "delay", lost.append)
+    monkeypatch.setattr(tasks.resume_thread, "delay", lambda pk: None)
+    review = interaction("plan", plan(step("a"), step("b", dependsOn=["a"])))
+    with django_capture_on_commit_callbacks(execute=True):
+        api.decide(review, {"decision": "approve"})
+    first = StepResult.objects.get(step_id="a")
+    assert lost == [first.pk]
+    lost.clear()
+    later = timezone.now() + datetime.timedelta(hours=1)
+    assert services.requeue_stale_steps(timezone.now()) == 0  # too recent: maybe just slow
+    assert services.requeue_stale_steps(later) == 1 and lost == [first.pk]  # b waits for a
+    lost.clear()
+    services.execute_plan_step(first.pk)  # runs; b's enqueue is lost too
+    second = StepResult.objects.get(step_id="b")
+    lost.clear()
+    assert services.requeue_stale_steps(later) == 1 and lost == [second.pk]
