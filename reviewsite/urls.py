@@ -10,4 +10,5 @@ urlpatterns = [
     path("outbox/", views.outbox, name="outbox"),
     path("admin/", admin.site.urls),
     path("nitro/", include("nitro_assistants.urls")),
+    path("nitro/api/", include("nitro_assistants.api.urls")),
 ]
