@@ -102,6 +102,15 @@ def reject_all(review: Review, reason: str) -> dict[str, Any]:
 
 def shown_decision(decision: Decision, review: Review) -> list[dict[str, Any]]:
     """Each decided item (the reply, or each call) with its action, edits and message."""
+    if decision.answer:  # a typed interaction: the resume value as delivered
+        return [
+            {
+                "name": review.interaction_id or review.kind,
+                "action": decision.answer.get("decision"),
+                "args": pretty_json(decision.answer),
+                "message": "",
+            }
+        ]
     if decision.reply:
         reply = decision.reply
         return [

@@ -483,9 +483,7 @@ def edited_revision(review: Review, edits: dict[str, dict[str, Any]], user: Any)
         digest=interaction_digest(interaction),
         origin="user",
     )
-    record_event(
-        review.thread, "review_requested", review=edited, actor=user, kind=edited.kind, edits=edits
-    )
+    record_event(review.thread, "interaction_edited", review=edited, actor=user, edits=edits)
     return edited
 
 

@@ -110,3 +110,14 @@ def test_plan_form_sends_comments_per_step(
     assert Decision.objects.get(review=review).answer["comments"] == [
         {"text": "Not on Sunday", "stepId": "s2"}
     ]
+
+
+def test_a_decided_interaction_shows_what_was_delivered(
+    admin_client: Client, interaction: Any, run_tasks_inline: Any
+) -> None:
+    review = interaction("blueprint", BLUEPRINT)
+    post(admin_client, review, {"interaction-decision": "accept", "interaction-note": "Ship it"})
+    page = admin_client.get(screen(review)).content.decode()
+    assert "Submit decision" not in page
+    assert "&quot;decision&quot;: &quot;accept&quot;" in page
+    assert "&quot;decidedBy&quot;: &quot;admin&quot;" in page

@@ -277,7 +277,7 @@ def test_approve_with_disabled_optional_step_and_an_edit_records_a_user_revision
     assert events_of(review) == [
         ("review_requested", "pending", 1),
         ("review_superseded", "superseded", 1),
-        ("review_requested", "pending", 2),
+        ("interaction_edited", "pending", 2),
         ("review_decided", "executing", 2),
         ("plan_started", "executing", 2),
         ("plan_step", "executing", 2),
