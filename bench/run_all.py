@@ -1,7 +1,7 @@
 """Run every benchmark in bench/ (each as a subprocess) and write their output to docs/benchmarks.md.
 
 .venv/bin/python bench/run_all.py            # full runs
-.venv/bin/python bench/run_all.py --quick    # client_overhead with --runs 10
+.venv/bin/python bench/run_all.py --quick    # client_overhead --runs 10, throughput --threads 40
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 OUTPUT = ROOT / "docs" / "benchmarks.md"
 SKIP = {"__init__.py", "run_all.py"}
-QUICK_ARGS = {"client_overhead.py": ["--runs", "10"]}
+QUICK_ARGS = {
+    "client_overhead.py": ["--runs", "10"],
+    "throughput.py": ["--threads", "40"],
+}
 
 
 def benches() -> list[Path]:

@@ -184,9 +184,7 @@ def stages(threads: int) -> dict[str, float]:
     """Mean seconds of each stage of the last ``threads`` flows, from the rows' timestamps."""
     from nitro_assistants.models import Decision, Run
 
-    decisions = list(
-        Decision.objects.select_related("review", "run").order_by("-pk")[:threads]
-    )
+    decisions = list(Decision.objects.select_related("review", "run").order_by("-pk")[:threads])
     runs = {
         r.thread_id: r
         for r in Run.objects.filter(
