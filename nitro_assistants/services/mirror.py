@@ -75,7 +75,8 @@ def _review_fields(thread: Thread, pending: Any) -> dict[str, Any]:
     }
     interaction = _interaction(pending)
     if interaction is not None:
-        interaction_id = str(interaction.get("interactionId") or "")
+        # The column holds 128 (the API limit); a longer id is flagged in the problems below.
+        interaction_id = str(interaction.get("interactionId") or "")[:128]
         previous = Review.objects.filter(thread=thread, interaction_id=interaction_id).count()
         fields.update(
             kind=interaction.get("kind") or Review.Kind.QUESTION,

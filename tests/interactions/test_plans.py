@@ -281,3 +281,9 @@ def test_ready_steps_whose_task_was_lost_are_enqueued_again(
     second = StepResult.objects.get(step_id="b")
     lost.clear()
     assert services.requeue_stale_steps(later) == 1 and lost == [second.pk]
+
+
+def test_an_overlong_interaction_id_is_kept_and_flagged(interaction: Any) -> None:
+    review = interaction("question", [], interaction_id="x" * 200)
+    assert review.interaction_id == "x" * 128
+    assert review.payload["problems"] == ["The interactionId is longer than 128 characters"]
