@@ -331,6 +331,8 @@ def main() -> int:
         f"| {sdk_rate:.2f} |"
     )
     print(f"\n- ratio Celery / SDK: **{ratio:.2f}** (goal ≥ 0.8: {verdict})")
+    per_call = sdk_seconds * concurrency / (2 * threads)
+    print(f"- SDK: {per_call:.2f} s per `runs/wait` call at this concurrency (two per flow)")
     print("- mean seconds per stage of a flow through Celery:")
     for name, seconds in celery_stages.items():
         print(f"  - {name}: {seconds:.2f}")

@@ -226,6 +226,7 @@ def execute_resume(decision: Decision | int) -> Decision:
                     reviewed_at=record.decided_at.isoformat(),
                     context=thread.context or {},
                 )
+                _check_stream_complete(assistant, thread_id, result)
             messages = result.messages or assistant.thread_messages(thread_id=thread_id)
         except ReviewSupersededError as exc:
             if _resume_still_running(assistant, thread_id, record):
@@ -257,6 +258,19 @@ def execute_resume(decision: Decision | int) -> Decision:
             run.save(update_fields=["remote_run_id"])
         record_result(thread, run, result, messages)
     return record
+
+
+def _check_stream_complete(assistant: Any, thread_id: str, result: Any) -> None:
+    """A stream carries no end-of-run event: one a stopping server closed half-way looks like a
+    finished run that stopped early. Unless it paused (which ends it), ask the server that the run
+    ended; if not, the retry joins it and mirrors the whole outcome, not the half-way state."""
+    if result.interrupted or not result.run_id:
+        return
+    remote = assistant.get_run(thread_id=thread_id, run_id=result.run_id)
+    if remote.get("status") in ACTIVE_REMOTE_STATUSES:
+        raise ThreadResumptionError(
+            "the resume's event stream ended before its run did", transient=True
+        )
 
 
 def _resume_still_running(assistant: Any, thread_id: str, decision: Decision) -> bool:

@@ -3,7 +3,9 @@ tests/graphs/agents.py, slowed down where a fault has to land in the middle of s
 
 - ``slow``: a human message containing ``slowly`` makes the model think ``NITRO_SLOW_SECONDS``
   (a run to stop the server in); the held ``reschedule_appointment`` takes as long once approved
-  (a resume to kill the worker, or stop the server, in).
+  (a resume to kill the worker, or stop the server, in); after the held (fast)
+  ``cancel_appointment`` ran, the model thinks as long before it answers (a resume whose stream
+  has already reported the tool when the server stops).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from nitro_assistants.agent import ReviewMiddleware
@@ -34,6 +36,8 @@ class SlowChatModel(ScriptedChatModel):
         last = messages[-1] if messages else None
         if isinstance(last, HumanMessage) and "slowly" in str(last.content):
             time.sleep(SLOW_SECONDS)
+        if isinstance(last, ToolMessage) and last.name == "cancel_appointment":
+            time.sleep(SLOW_SECONDS)
         return super().answer(messages)
 
 
@@ -51,7 +55,7 @@ def _sleep(seconds: float) -> None:
 slow = create_agent(
     SlowChatModel(),
     tools=[reschedule_appointment, cancel_appointment, lookup_appointment],
-    middleware=[ReviewMiddleware({"reschedule_appointment": True})],
+    middleware=[ReviewMiddleware({"reschedule_appointment": True, "cancel_appointment": True})],
 )
 
 __all__ = ["plain", "slow", "tools", "walkthrough"]

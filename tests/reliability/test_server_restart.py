@@ -199,3 +199,34 @@ def test_server_staying_down_fails_once(
     wait_for(lambda: worker.finished("nitro_assistants.resume_thread") >= 2, 20)
     assert len(worker.signals("run_failed")) == 2
     assert Event.objects.filter(verb="run_failed").count() == 2
+
+
+CANCEL = 'tools: [{"name": "cancel_appointment", "args": {"appointment_id": 42}}]'
+
+
+def test_server_stopped_after_the_resume_reported_its_tool(
+    nitro_settings: Any, start_worker: Any, server: Any
+) -> None:
+    """The stream has reported the approved tool's result, the model is still thinking, and the
+    server stops: the stream closes early. The mirror must end with the model's answer (the
+    restarted server finishes the run), not with the half-way state."""
+    worker = start_worker()
+    run = services.start_run("slow", CANCEL)
+    review = pending_review(run.thread)
+    call_id = review.tool_calls[0]["id"]
+    decision = approve(review)
+    wait_for(lambda: tool_results(server, run.thread, call_id), 20)  # the model is thinking
+    server.stop()
+    server.start()
+
+    wait_for(lambda: Decision.objects.get(pk=decision.pk).outcome != "pending", 60)
+    wait_for(
+        lambda: remote_runs(server, run.thread, reviewer_id="system")[0]["status"] == "success", 30
+    )
+    decision.refresh_from_db()
+    assert decision.outcome == Decision.Outcome.APPLIED
+    remote = state_of(server, run.thread)["values"]["messages"]
+    assert remote[-1]["content"] == "Done! Appointment 42 cancelled"
+    run.thread.refresh_from_db()
+    assert run.thread.messages == remote
+    assert worker.signals("run_failed") == []
