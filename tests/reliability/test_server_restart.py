@@ -57,6 +57,7 @@ def test_server_stopped_during_a_run(nitro_settings: Any, start_worker: Any, ser
     worker = start_worker()
     first = services.start_run("slow", "slowly: Can I move my appointment to Tuesday?")
     wait_for(lambda: remote_runs(server, first.thread, nitro_run_id=str(first.pk)), 20)
+    time.sleep(0.5)  # the worker's /join follows its POST at once; the model thinks for 3 s
     stopping = time.monotonic()
     server.stop()  # drains the worker's open /join: the run in flight ends first
     drained_in = time.monotonic() - stopping
