@@ -82,6 +82,15 @@ CELERY_BEAT_SCHEDULE = {
         "task": "nitro_assistants.sweep_deliveries",
         "schedule": env.float("SWEEP_EVERY", default=60.0),
     },
+    # Work committed by a process that died before enqueuing it, or lost by the broker.
+    "nitro-assistants-requeue-stale": {
+        "task": "nitro_assistants.requeue_stale",
+        "schedule": 60.0,
+    },
+    "nitro-assistants-requeue-plan-steps": {
+        "task": "nitro_assistants.requeue_plan_steps",
+        "schedule": 60.0,
+    },
 }
 
 NITRO_ASSISTANTS = {
