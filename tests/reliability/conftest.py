@@ -159,11 +159,16 @@ def start_worker(
     test_db_name: str,
     tmp_path: Path,
 ) -> Iterator[Callable[..., CeleryWorker]]:
-    """``start_worker(**env)``: a worker on the suite's broker, queue, database and server."""
+    """``start_worker(pool=, concurrency=, **env)``: a worker on the suite's broker, queue,
+    database and server."""
     workers: list[CeleryWorker] = []
 
-    def start(broker_url: str | None = None, **env: str) -> CeleryWorker:
+    def start(
+        broker_url: str | None = None, pool: str = "threads", concurrency: int = 4, **env: str
+    ) -> CeleryWorker:
         worker = CeleryWorker(
+            pool=pool,
+            concurrency=concurrency,
             log_dir=tmp_path / "workers",
             broker_url=broker_url or broker.url,
             queue=queue,

@@ -103,7 +103,7 @@ class RedisServer:
 
 @dataclass
 class CeleryWorker:
-    """One ``celery worker`` process (thread pool) of ``tests.reliability.worker_app``."""
+    """One ``celery worker`` of ``tests.reliability.worker_app`` (thread pool unless ``pool``)."""
 
     log_dir: Path
     broker_url: str
@@ -111,6 +111,7 @@ class CeleryWorker:
     db_name: str
     assistants_url: str
     concurrency: int = 4
+    pool: str = "threads"
     env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     name: str = field(default_factory=lambda: f"rel-{uuid.uuid4().hex[:8]}")
@@ -144,7 +145,7 @@ class CeleryWorker:
                 "-A",
                 "tests.reliability.worker_app",
                 "worker",
-                "--pool=threads",
+                f"--pool={self.pool}",
                 f"--concurrency={self.concurrency}",
                 "--loglevel=DEBUG",
                 "--without-gossip",
@@ -177,6 +178,20 @@ class CeleryWorker:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
         self.process = None
+
+    def children(self) -> list[int]:
+        """Pids of the worker's pool processes (prefork)."""
+        if self.process is None:
+            return []
+        pids = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == self.process.pid:
+                pids.append(int(stat.parent.name))
+        return pids
 
     def stop(self) -> None:
         if self.process is None:

@@ -23,7 +23,7 @@ NITRO_ASSISTANTS = {
 # What docs/django.md recommends for production, with a short visibility timeout so a task whose
 # worker died is delivered again within seconds instead of an hour.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = os.environ.get("NITRO_REL_REJECT_ON_WORKER_LOST", "1") == "1"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": float(os.environ.get("NITRO_REL_VISIBILITY_TIMEOUT", "3600")),

@@ -3,6 +3,8 @@ again (acks_late, Redis visibility timeout 4 s) and the decision is applied exac
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from typing import Any
 
@@ -90,3 +92,47 @@ def test_worker_killed_mid_run_creates_one_remote_run(
     state = requests.get(f"{server.url}/threads/{run.thread.thread_id}/state", timeout=10).json()
     assert review.interrupt_ids == [i["id"] for i in state["interrupts"]]
     assert Event.objects.filter(thread=run.thread, verb="review_requested").count() == 1
+
+
+def kill_pool_process_mid_resume(worker: Any, server: Any) -> tuple[Review, Decision]:
+    run = services.start_run("slow", "Can I move my appointment to Tuesday?")
+    review = pending_review(run.thread)
+    call_id = review.tool_calls[0]["id"]
+    decision = services.decide(review, None, {"tool_calls": [{"id": call_id, "action": "approve"}]})
+    wait_for(lambda: remote_runs(server, run.thread, reviewer_id="system"), 20)
+    (child,) = worker.children()
+    os.kill(child, signal.SIGKILL)  # the pool process running the resume; its parent lives on
+    return review, decision
+
+
+def test_pool_process_killed_with_reject_on_worker_lost_is_requeued_at_once(
+    nitro_settings: Any, start_worker: Any, server: Any
+) -> None:
+    worker = start_worker(pool="prefork", concurrency=1)
+    review, decision = kill_pool_process_mid_resume(worker, server)
+    # Well within the visibility timeout (3600 s here): requeued by the worker itself.
+    wait_for(lambda: Decision.objects.filter(pk=decision.pk, outcome="applied").exists(), 30)
+    assert "WorkerLostError" in worker.log()
+    assert worker.received("nitro_assistants.resume_thread") == 2  # rejected, requeued, again
+    assert len(remote_runs(server, review.thread, reviewer_id="system")) == 1
+    assert len(tool_messages(server, review.thread, review.tool_calls[0]["id"])) == 1
+
+
+def test_pool_process_killed_without_reject_on_worker_lost_loses_the_task(
+    nitro_settings: Any, start_worker: Any, server: Any
+) -> None:
+    """Celery's default: the task of a lost pool process is acknowledged as failed. The decision
+    stays recorded (pending); ``requeue_stale`` enqueues it again."""
+    worker = start_worker(pool="prefork", concurrency=1, NITRO_REL_REJECT_ON_WORKER_LOST="0")
+    review, decision = kill_pool_process_mid_resume(worker, server)
+    wait_for(lambda: "WorkerLostError" in worker.log(), 20)
+    time.sleep(2)
+    assert worker.received("nitro_assistants.resume_thread") == 1  # not delivered again
+    decision.refresh_from_db()
+    assert decision.outcome == Decision.Outcome.PENDING
+
+    nitro_settings.NITRO_ASSISTANTS = {**nitro_settings.NITRO_ASSISTANTS, "REQUEUE_AFTER": 0}
+    assert services.requeue_stale() == {"runs": 0, "decisions": 1}
+    wait_for(lambda: Decision.objects.filter(pk=decision.pk, outcome="applied").exists(), 30)
+    assert len(remote_runs(server, review.thread, reviewer_id="system")) == 1
+    assert len(tool_messages(server, review.thread, review.tool_calls[0]["id"])) == 1
