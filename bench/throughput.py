@@ -125,21 +125,26 @@ def wait_workers_ready(queue: str, count: int, timeout: float = 60) -> None:
     raise RuntimeError(f"{count} workers did not come up on {queue}")
 
 
-def cpu_seconds(pgid: int) -> float:
-    """CPU time (user + system) used so far by the live processes of process group ``pgid``."""
+def cpu_seconds(group: int | str) -> float:
+    """CPU time (user + system) used so far by the live processes of process group ``group``,
+    or, given a name, by every process of that name and the children they reaped (PostgreSQL
+    forks a backend per connection)."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
+            name, rest = stat.read_text().split(" (", 1)[1].rsplit(")", 1)
+        except (OSError, IndexError, ValueError):
             continue
-        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+        fields = rest.split()  # after the name: state, ppid, pgrp, ..., utime at index 11
+        if isinstance(group, str) and name == group:
+            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+        elif int(fields[2]) == group:
             total += int(fields[11]) + int(fields[12])
     return total / tick
 
 
-def measured(call: Any, groups: dict[str, int]) -> tuple[float, dict[str, float]]:
+def measured(call: Any, groups: dict[str, int | str]) -> tuple[float, dict[str, float]]:
     """Wall seconds of ``call()`` and the CPU seconds each process group spent meanwhile."""
     before = {name: cpu_seconds(pgid) for name, pgid in groups.items()}
     own = time.process_time()
@@ -150,34 +155,42 @@ def measured(call: Any, groups: dict[str, int]) -> tuple[float, dict[str, float]
 
 
 def through_celery(threads: int, timeout: float) -> float:
-    """Seconds for ``threads`` flows through the app's services and the Celery workers."""
+    """Seconds for ``threads`` flows through the app's services and the Celery workers.
+
+    This process is the reviewer: it polls for new reviews (by primary key, every 0.1 s, a
+    cheap query) and approves each through ``services.decide``, as the admin would."""
+    from django.db.models import Max
+
     from nitro_assistants import services
     from nitro_assistants.models import Decision, Review
 
+    def last_pk(model: Any) -> int:
+        return int(model.objects.aggregate(last=Max("pk"))["last"] or 0)
+
+    first_review, first_decision = last_pk(Review), last_pk(Decision)
     started = time.perf_counter()
-    runs = [services.start_run(GRAPH, MESSAGE) for _ in range(threads)]
-    thread_pks = [run.thread_id for run in runs]
+    for _ in range(threads):
+        services.start_run(GRAPH, MESSAGE)
     decided = 0
     deadline = time.monotonic() + timeout
     while True:
-        for review in Review.objects.filter(thread__in=thread_pks, status=Review.Status.PENDING):
+        # Not a moving watermark: a review's pk is taken before its transaction commits.
+        reviews = Review.objects.filter(pk__gt=first_review, status=Review.Status.PENDING)
+        for review in reviews.order_by("pk"):
             call = review.tool_calls[0]
             services.decide(review, None, {"tool_calls": [{"id": call["id"], "action": "approve"}]})
             decided += 1
-        applied = Decision.objects.filter(
-            review__thread__in=thread_pks, outcome=Decision.Outcome.APPLIED
-        ).count()
+        ours = Decision.objects.filter(pk__gt=first_decision)
+        applied = ours.filter(outcome=Decision.Outcome.APPLIED).count()
         if applied == threads:
             return time.perf_counter() - started
-        failed = Decision.objects.filter(review__thread__in=thread_pks).exclude(
-            outcome__in=[Decision.Outcome.APPLIED, Decision.Outcome.PENDING]
-        )
+        failed = ours.exclude(outcome__in=[Decision.Outcome.APPLIED, Decision.Outcome.PENDING])
         if failed.exists() or time.monotonic() > deadline:
             raise RuntimeError(
                 f"Celery side: {applied}/{threads} applied, {decided} decided, "
                 f"{failed.count()} failed or superseded"
             )
-        time.sleep(0.05)
+        time.sleep(0.1)
 
 
 def stages(threads: int) -> dict[str, float]:
@@ -297,7 +310,7 @@ def main() -> int:
         through_celery(min(4, threads), timeout=120)
         timeout = 60 + threads * 3.0
         assert server.process is not None
-        groups = {"server": server.process.pid}
+        groups: dict[str, int | str] = {"server": server.process.pid, "postgres": "postgres"}
         groups.update({f"worker {i + 1}": w.pid for i, w in enumerate(workers)})
         celery_seconds, celery_cpu = measured(lambda: through_celery(threads, timeout), groups)
         celery_stages = stages(threads)
@@ -336,7 +349,10 @@ def main() -> int:
     print("- mean seconds per stage of a flow through Celery:")
     for name, seconds in celery_stages.items():
         print(f"  - {name}: {seconds:.2f}")
-    print(f"- CPU seconds spent during each side ({os.cpu_count()} cores on this machine):")
+    print(
+        f"- CPU seconds spent during each side ({os.cpu_count()} cores on this machine; "
+        "postgres: every postgres process of the machine):"
+    )
     for label, cpu in (("Celery", celery_cpu), ("SDK", sdk_cpu)):
         parts = ", ".join(f"{name} {seconds:.1f}" for name, seconds in cpu.items() if seconds)
         print(f"  - {label}: {parts}")
