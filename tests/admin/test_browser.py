@@ -102,9 +102,11 @@ def real_server(settings: Any, langgraph_server: Any) -> Iterator[Any]:
     live server's too) enqueues them."""
     from tests.celery_app import app
 
+    # Read the app's configuration before changing any setting: Celery loads it from Django's
+    # settings lazily, once, so loading it after the change would keep the whole session eager.
+    before = {key: app.conf[key] for key in ("task_always_eager", "task_eager_propagates")}
     settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "BASE_URL": langgraph_server.url}
     settings.CELERY_TASK_ALWAYS_EAGER = True
-    before = {key: app.conf[key] for key in ("task_always_eager", "task_eager_propagates")}
     app.conf.update(task_always_eager=True, task_eager_propagates=True)
     app.set_default()  # the live server's thread has no current app of its own
     yield langgraph_server
