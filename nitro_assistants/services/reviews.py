@@ -11,6 +11,7 @@ from django.utils import timezone
 from nitro_assistants import signals
 from nitro_assistants.client.results import REPLY_DECISIONS, PendingReview, ReplyDraft
 from nitro_assistants.client.review import build_resume
+from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import (
     NitroAssistantsError,
     ReviewNotPendingError,
@@ -23,7 +24,12 @@ from nitro_assistants.services.audit import record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.interactions import INTERACTION_KINDS, decide_interaction
 from nitro_assistants.services.mirror import record_result, supersede
-from nitro_assistants.services.runs import ACTIVE_REMOTE_STATUSES, find_remote_run
+from nitro_assistants.services.runs import (
+    ACTIVE_REMOTE_STATUSES,
+    RUN_KEY,
+    find_remote_run,
+    webhook_url,
+)
 
 
 def supersede_pending_review(thread: Thread, *, reason: str, actor: Any = None) -> Review | None:
@@ -183,6 +189,8 @@ def execute_resume(decision: Decision | int) -> Decision:
     it applied. A task redelivered after a crash finds the remote resume by its metadata
     (``reviewer_id`` + ``reviewed_at``) instead of sending it again.
     """
+    from nitro_assistants import tasks
+
     pk = decision.pk if isinstance(decision, Decision) else decision
     with transaction.atomic():
         record = Decision.objects.select_for_update(of=("self",)).select_related("run").get(pk=pk)
@@ -215,17 +223,25 @@ def execute_resume(decision: Decision | int) -> Decision:
                 if remote is not None:
                     run.remote_run_id = str(remote.get("run_id") or "")
                     result = assistant.join_run(thread_id=thread_id, run_id=run.remote_run_id)
-            if result is None:
-                result = assistant.review(
+            if result is None and app_settings.RUN_MODE == "background":
+                # Send the resume as a background run and return: the webhook (or the poll)
+                # collects it, so no worker waits while the model thinks.
+                remote = assistant.start_review(
                     thread_id=thread_id,
-                    reviewer_id=record.reviewer_id,
-                    interrupt_id=record.interrupt_id or None,
-                    reply=record.reply,
-                    tool_calls=record.tool_calls,
-                    answer=record.answer,
-                    reviewed_at=record.decided_at.isoformat(),
-                    context=thread.context or {},
+                    webhook=webhook_url(run),
+                    metadata={RUN_KEY: str(run.pk)},
+                    **_review_arguments(record, thread),
                 )
+                run.remote_run_id = str(remote["run_id"])
+                run.save(update_fields=["remote_run_id"])
+                if not app_settings.WEBHOOK_URL:
+                    run_pk = str(run.pk)
+                    transaction.on_commit(
+                        lambda: tasks.collect_run.apply_async((run_pk,), countdown=1)
+                    )
+                return record
+            if result is None:
+                result = assistant.review(thread_id=thread_id, **_review_arguments(record, thread))
                 _check_stream_complete(assistant, thread_id, result)
             messages = result.messages or assistant.thread_messages(thread_id=thread_id)
         except ReviewSupersededError as exc:
@@ -245,19 +261,83 @@ def execute_resume(decision: Decision | int) -> Decision:
             _close(record, run, Decision.Outcome.FAILED, error)
             _fail_review(review, run, error)
             return record
-        thread = Thread.objects.select_for_update().get(pk=thread.pk)
-        record.outcome = Decision.Outcome.APPLIED
-        record.applied_at = timezone.now()
-        record.save(update_fields=["outcome", "applied_at"])
-        if review.kind not in INTERACTION_KINDS:  # an interaction keeps its own status
-            review.status = Review.Status.APPLIED
-            review.closed_at = record.applied_at
-            review.save(update_fields=["status", "closed_at"])
-        record_event(thread, "review_applied", review=review, run=run)
         if run.remote_run_id:
             run.save(update_fields=["remote_run_id"])
-        record_result(thread, run, result, messages)
+        _applied(record, review, run, result, messages)
     return record
+
+
+def _review_arguments(record: Decision, thread: Thread) -> dict[str, Any]:
+    """What the client's ``review``/``start_review`` get for a recorded decision."""
+    return {
+        "reviewer_id": record.reviewer_id,
+        "interrupt_id": record.interrupt_id or None,
+        "reply": record.reply,
+        "tool_calls": record.tool_calls,
+        "answer": record.answer,
+        "reviewed_at": record.decided_at.isoformat(),
+        "context": thread.context or {},
+    }
+
+
+def _applied(record: Decision, review: Review, run: Run, result: Any, messages: Any) -> None:
+    """The decision took effect: record it and mirror the resumed run (it may pause again)."""
+    thread = Thread.objects.select_for_update().get(pk=review.thread_id)
+    record.outcome = Decision.Outcome.APPLIED
+    record.applied_at = timezone.now()
+    record.save(update_fields=["outcome", "applied_at"])
+    if review.kind not in INTERACTION_KINDS:  # an interaction keeps its own status
+        review.status = Review.Status.APPLIED
+        review.closed_at = record.applied_at
+        review.save(update_fields=["status", "closed_at"])
+    record_event(thread, "review_applied", review=review, run=run)
+    record_result(thread, run, result, messages)
+
+
+def collect_resume(run: Run, *, wait: bool) -> Run:
+    """Background mode: read the outcome of a resume sent by ``execute_resume`` and record it
+    (applied, superseded because the server ignored it as stale, or failed). With ``wait=False``
+    a resume still running is left alone (the caller polls again later)."""
+    record = Decision.objects.select_related("review", "run").filter(run=run).first()
+    if record is None or record.outcome != Decision.Outcome.PENDING:
+        return run
+    thread = Thread.objects.get(pk=record.review.thread_id)
+    thread_id = str(thread.thread_id)
+    assistant = clients.assistant_for(thread.assistant_key)
+    if not wait:
+        remote = assistant.get_run(thread_id=thread_id, run_id=run.remote_run_id)
+        if remote.get("status") in ACTIVE_REMOTE_STATUSES:
+            return run
+    outcome: Any
+    try:
+        result = assistant.review_result(thread_id=thread_id, run_id=run.remote_run_id)
+        outcome = (result, result.messages or assistant.thread_messages(thread_id=thread_id))
+    except ReviewSupersededError as exc:
+        outcome = exc
+    except NitroAssistantsError as exc:
+        if is_transient(exc):
+            raise
+        outcome = exc
+    with transaction.atomic():
+        record = (
+            Decision.objects.select_for_update(of=("self",))
+            .select_related("run", "review")
+            .get(pk=record.pk)
+        )
+        if record.outcome != Decision.Outcome.PENDING or record.run is None:
+            return record.run or run
+        review, run = record.review, record.run
+        if isinstance(outcome, ReviewSupersededError):
+            _close(record, run, Decision.Outcome.SUPERSEDED, str(outcome))
+            supersede(review, reason="stale")
+        elif isinstance(outcome, NitroAssistantsError):
+            error = str(outcome) or outcome.__class__.__name__
+            _close(record, run, Decision.Outcome.FAILED, error)
+            _fail_review(review, run, error)
+        else:
+            _applied(record, review, run, *outcome)
+    run.refresh_from_db()
+    return run
 
 
 def _check_stream_complete(assistant: Any, thread_id: str, result: Any) -> None:

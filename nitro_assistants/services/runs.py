@@ -177,6 +177,10 @@ def collect_run(run: Run | uuid.UUID | str, *, wait: bool = True) -> Run:
     run = Run.objects.select_related("thread").get(pk=pk)
     if run.finished or not run.remote_run_id:
         return run
+    if run.kind == Run.Kind.RESUME:
+        from nitro_assistants.services.reviews import collect_resume
+
+        return collect_resume(run, wait=wait)
     thread_id = str(run.thread.thread_id)
     assistant = clients.assistant_for(run.thread.assistant_key)
     try:

@@ -83,3 +83,74 @@ def test_the_webhook_refuses_forged_tokens(
     assert collects(enqueued) == [(str(run.pk),)]
     settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "WEBHOOK_SECRET": "rotated"}
     assert client.post(url, {}, content_type="application/json").status_code == 403
+
+
+def _paused_on_a_tool_call(django_capture_on_commit_callbacks: Any) -> Review:
+    run = services.start_run("tools", "Can I move my appointment to Tuesday?")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.execute_run(run.pk)
+    run = wait_for(
+        lambda: services.collect_run(run.pk, wait=False).finished and Run.objects.get(pk=run.pk), 20
+    )
+    return Review.objects.get(thread=run.thread, status="pending")
+
+
+@pytest.mark.server
+@pytest.mark.django_db
+def test_a_background_resume_holds_no_worker_and_is_collected(
+    background: Any, enqueued: list[Any], django_capture_on_commit_callbacks: Any
+) -> None:
+    review = _paused_on_a_tool_call(django_capture_on_commit_callbacks)
+    call = review.tool_calls[0]["id"]
+    decision = services.decide(review, None, {"tool_calls": [{"id": call, "action": "approve"}]})
+    with django_capture_on_commit_callbacks(execute=True):
+        decision = services.execute_resume(decision.pk)
+    # Sent and returned: the decision waits for the poll, no worker waits for the model.
+    assert decision.outcome == "pending"
+    assert decision.run.remote_run_id
+    assert collects(enqueued)[-1] == (str(decision.run.pk),)
+    run = wait_for(
+        lambda: (
+            services.collect_run(decision.run.pk, wait=False).finished
+            and Run.objects.get(pk=decision.run.pk)
+        ),
+        20,
+    )
+    decision.refresh_from_db()
+    review.refresh_from_db()
+    assert (decision.outcome, review.status, run.status) == ("applied", "applied", "succeeded")
+    assert run.thread.values["messages"][-1]["content"] == (
+        "Done! Appointment 42 moved to Tuesday at 10:00"
+    )
+
+
+@pytest.mark.server
+@pytest.mark.django_db
+def test_a_background_resume_the_server_ignored_is_superseded(
+    background: Any, enqueued: list[Any], django_capture_on_commit_callbacks: Any, monkeypatch: Any
+) -> None:
+    """Another client decided the pause after ours was checked: the server ignores our keyed
+    resume, and collecting it must say superseded, not applied."""
+    from nitro_assistants.client import Assistants
+
+    review = _paused_on_a_tool_call(django_capture_on_commit_callbacks)
+    call = review.tool_calls[0]["id"]
+    assistant = services.clients.assistant_for("tools")
+    seen = assistant.thread_state(thread_id=str(review.thread.thread_id))
+    elsewhere = Assistants(base_url=assistant.client.base_url, api_key="k")
+    elsewhere.review(
+        thread_id=str(review.thread.thread_id),
+        assistant_id="tools",
+        reviewer_id="someone-else",
+        tool_calls=[{"id": call, "action": "reject"}],
+    )
+    monkeypatch.setattr(assistant.client, "_state", lambda thread_id, error: seen)
+    decision = services.decide(review, None, {"tool_calls": [{"id": call, "action": "approve"}]})
+    with django_capture_on_commit_callbacks(execute=True):
+        decision = services.execute_resume(decision.pk)
+    monkeypatch.undo()
+    assert decision.run.remote_run_id, "the resume was sent: the server, not our check, ignored it"
+    wait_for(lambda: services.collect_run(decision.run.pk, wait=False).finished, 20)
+    decision.refresh_from_db()
+    review.refresh_from_db()
+    assert (decision.outcome, review.status) == ("superseded", "superseded")
