@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
 
 DECIDE_PERMISSION = "nitro_assistants.decide_review"
 
@@ -16,7 +17,17 @@ def can_decide(request: HttpRequest) -> bool:
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Machine-written records: no add, change or delete from the admin."""
+    """Machine-written records: no add, change or delete from the admin. A POST of an action
+    the user may not run (deciding, syncing) answers 403, as every refused POST here does,
+    instead of Django's "No action selected" page."""
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        action = request.POST.get("action") if request.method == "POST" else None
+        if action and action in (self.actions or []) and action not in self.get_actions(request):
+            raise PermissionDenied
+        return super().changelist_view(request, extra_context)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

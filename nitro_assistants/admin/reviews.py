@@ -286,6 +286,8 @@ class ReviewAdmin(ReadOnlyAdmin):
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         review = get_object_or_404(Review, pk=object_id)
+        if request.method == "POST" or not self.has_view_permission(request, review):
+            raise PermissionDenied  # decisions are posted to the review screen, not here
         return HttpResponseRedirect(self.review_url(review))
 
     def _reviews(self) -> QuerySet[Review]:

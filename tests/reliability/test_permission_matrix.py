@@ -1,0 +1,423 @@
+"""One permission matrix over every admin view of the app and every endpoint of the decide API,
+for every kind of caller: anonymous, staff without any permission, staff with the ``view_*``
+permissions only ("looker"), a reviewer (``view_*`` + ``nitro_assistants.decide_review``), a
+superuser, and the non-staff user who opened the session (signed in, or by API key).
+
+The admin views are enumerated from ``admin.site._registry`` (each ``ModelAdmin``'s
+``get_urls()``, the custom ones included) and the API endpoints from
+``nitro_assistants.api.urls``; a test fails when a view appears that the matrix does not cover.
+What each cell expects is what docs/admin.md and docs/api.md promise. No cell answers 500.
+
+Fast: Django's test client, no server (the ``FakeAssistant`` answers where a decision or a sync
+would reach one), no broker (decisions enqueue on commit, which never comes in these tests).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.apps import apps
+from django.contrib import admin
+from django.contrib.auth.models import Permission, User
+from django.db import transaction
+from django.test import Client
+from django.urls import URLPattern
+
+from nitro_assistants.api import urls as api_urls
+from nitro_assistants.models import ApiKey, Decision, Event, Review, Thread
+from tests.admin.conftest import VIEW_PERMISSIONS, make_tool_review, stamp
+from tests.core.conftest import FakeAssistant
+from tests.factories import DecisionFactory, DeliveryFactory, RunFactory
+from tests.interactions.conftest import QUESTIONS, assert_error
+
+pytestmark = pytest.mark.django_db
+
+APP = "nitro_assistants"
+ADMIN = "/admin/nitro_assistants"
+API = "/nitro/api"
+LOGIN = "/admin/login/"
+
+# -- who is calling ------------------------------------------------------------------------
+
+ANONYMOUS, NOBODY, LOOKER, REVIEWER, SUPERUSER = (
+    "anonymous",
+    "staff_no_perms",
+    "looker",
+    "reviewer",
+    "superuser",
+)
+OPENER, OPENER_KEY = "opener_session", "opener_key"
+ROLES = [ANONYMOUS, NOBODY, LOOKER, REVIEWER, SUPERUSER, OPENER, OPENER_KEY]
+OUTSIDERS = {ANONYMOUS, OPENER, OPENER_KEY}  # not staff: the admin sends them to its login
+DECIDERS = {REVIEWER, SUPERUSER}  # may decide reviews in the admin
+
+# -- the objects every view is shown --------------------------------------------------------
+
+
+@dataclass
+class World:
+    opener: User
+    key: str  # the opener's API key (raw)
+    api_key: ApiKey
+    thread: Thread  # opened by the opener, pending on a question interaction
+    question: Review
+    tool_review: Review  # a pending tool-call review (its own thread)
+    pks: dict[str, Any] = field(default_factory=dict)  # model name -> a pk to open
+
+
+def build_world() -> World:
+    from nitro_assistants.services.mirror import mirror_pending
+
+    opener = User.objects.create_user("olivia")
+    api_key, key = ApiKey.generate(opener, "CRM")
+    thread = Thread.objects.create(assistant_key="interactions", opened_by=opener)
+    question = ask(thread, mirror_pending)
+    tool_review = make_tool_review()
+    run = RunFactory(thread=tool_review.thread)
+    decision = DecisionFactory(review__thread=tool_review.thread)
+    delivery = DeliveryFactory(thread=tool_review.thread)
+    event = Event.objects.create(
+        thread=tool_review.thread, review=tool_review, verb="review_requested", data={"n": 1}
+    )
+    pks = {
+        "thread": tool_review.thread.pk,
+        "run": run.pk,
+        "review": tool_review.pk,
+        "decision": decision.pk,
+        "delivery": delivery.pk,
+        "event": event.pk,
+        "apikey": api_key.pk,
+    }
+    return World(opener, key, api_key, thread, question, tool_review, pks)
+
+
+def ask(thread: Thread, mirror_pending: Callable[..., Review | None]) -> Review:
+    """A pending question interaction on ``thread``, mirrored as a real pause arrives."""
+    import uuid
+
+    from django.db import transaction
+
+    from nitro_assistants.client import PendingReview
+
+    interrupt_id = uuid.uuid4().hex
+    pending = PendingReview(
+        kind="question",
+        interrupt_id=interrupt_id,
+        interrupt_ids=[interrupt_id],
+        interaction={
+            "interactionId": "int-day",
+            "kind": "question",
+            "title": "Which day?",
+            "summary": "The customer asked to move.",
+            "questions": QUESTIONS,
+        },
+        mode="interaction",
+    )
+    with transaction.atomic():
+        review = mirror_pending(Thread.objects.select_for_update().get(pk=thread.pk), None, pending)
+    assert review is not None
+    return review
+
+
+def user_for(role: str, world: World) -> User | None:
+    """The user ``role`` signs in as (None: not signed in)."""
+    if role in (ANONYMOUS, OPENER_KEY):
+        return None
+    if role == OPENER:
+        return world.opener
+    if role == SUPERUSER:
+        return User.objects.create_superuser("root", password=None)
+    user = User.objects.create_user(role, is_staff=True)
+    codenames = {LOOKER: VIEW_PERMISSIONS, REVIEWER: [*VIEW_PERMISSIONS, "decide_review"]}
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label=APP, codename__in=codenames.get(role, []))
+    )
+    return user
+
+
+# -- the cells -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One request: ``path`` and ``data`` may name ``{thread}``, ``{review}``, ``{pk}`` ...;
+    ``expect`` maps a role to the status it gets (``LOGIN``: a redirect to the admin login)."""
+
+    name: str
+    route: str  # the URL pattern it exercises (for the completeness check)
+    method: str
+    path: str
+    expect: dict[str, int | str]
+    data: dict[str, Any] | None = None
+    api: bool = False
+    check: str = ""  # an extra check on the outcome, see ``check_outcome``
+
+
+def admin_expect(
+    looker: int,
+    reviewer: int | None = None,
+    superuser: int | None = None,
+    nobody: int = 403,
+) -> dict[str, int | str]:
+    reviewer = looker if reviewer is None else reviewer
+    superuser = reviewer if superuser is None else superuser
+    return {
+        ANONYMOUS: LOGIN,
+        OPENER: LOGIN,
+        OPENER_KEY: LOGIN,  # an API key does not sign anybody in to the admin
+        NOBODY: nobody,
+        LOOKER: looker,
+        REVIEWER: reviewer,
+        SUPERUSER: superuser,
+    }
+
+
+READ_ONLY_MODELS = ["thread", "run", "review", "decision", "delivery", "event"]
+
+
+def admin_cases() -> list[Case]:
+    cases: list[Case] = []
+    for model in READ_ONLY_MODELS:
+        base = f"{ADMIN}/{model}"
+        obj = f"{base}/{{{model}}}"
+        change_get = 302 if model == "review" else 200  # a review's change URL opens its screen
+        cases += [
+            Case(f"{model}:changelist", "", "GET", f"{base}/", admin_expect(200)),
+            Case(f"{model}:add", "add/", "GET", f"{base}/add/", admin_expect(403)),
+            Case(f"{model}:add-post", "add/", "POST", f"{base}/add/", admin_expect(403), {}),
+            Case(f"{model}:history", "<path:object_id>/history/", "GET", f"{obj}/history/",
+                 admin_expect(200)),
+            Case(f"{model}:delete", "<path:object_id>/delete/", "GET", f"{obj}/delete/",
+                 admin_expect(403)),
+            Case(f"{model}:delete-post", "<path:object_id>/delete/", "POST", f"{obj}/delete/",
+                 admin_expect(403), {"post": "yes"}, check="not_deleted"),
+            Case(f"{model}:change", "<path:object_id>/change/", "GET", f"{obj}/change/",
+                 admin_expect(change_get)),
+            Case(f"{model}:change-post", "<path:object_id>/change/", "POST", f"{obj}/change/",
+                 admin_expect(403), {"status": "hacked"}),
+            Case(f"{model}:object", "<path:object_id>/", "GET", f"{obj}/",
+                 admin_expect(302, nobody=302)),
+        ]  # fmt: skip
+    review = f"{ADMIN}/review"
+    approve = {"{stamp}": "", "call-0-action": "approve"}
+    selected = {"_selected_action": ["{review}"]}
+    cases += [
+        Case("review:metrics", "metrics/", "GET", f"{review}/metrics/", admin_expect(200)),
+        Case("review:screen", "<path:object_id>/review/", "GET", f"{review}/{{review}}/review/",
+             admin_expect(200)),
+        Case("review:decide", "<path:object_id>/review/", "POST", f"{review}/{{review}}/review/",
+             admin_expect(403, 302), approve, check="decided_by_deciders"),
+        Case("review:bulk-approve", "", "POST", f"{review}/",
+             admin_expect(403, 302), {"action": "approve_selected", **selected},
+             check="decided_by_deciders"),
+        Case("review:bulk-reject-page", "", "POST", f"{review}/",
+             admin_expect(403, 200), {"action": "reject_selected", **selected}),
+        Case("thread:sync", "<path:object_id>/sync/", "POST", f"{ADMIN}/thread/{{thread}}/sync/",
+             admin_expect(403, 302), {}, check="synced_by_deciders"),
+        Case("thread:sync-get", "<path:object_id>/sync/", "GET",
+             f"{ADMIN}/thread/{{thread}}/sync/", admin_expect(405, nobody=405)),
+        Case("thread:bulk-sync", "", "POST", f"{ADMIN}/thread/",
+             admin_expect(403, 302), {"action": "sync_selected", "_selected_action": ["{thread}"]},
+             check="synced_by_deciders"),
+    ]  # fmt: skip
+    # API keys: a plain ModelAdmin that only superusers (or holders of its own permissions) use.
+    keys = f"{ADMIN}/apikey"
+    key = f"{keys}/{{apikey}}"
+    cases += [
+        Case("apikey:changelist", "", "GET", f"{keys}/", admin_expect(403, superuser=200)),
+        Case("apikey:add", "add/", "GET", f"{keys}/add/", admin_expect(403, superuser=200)),
+        Case("apikey:add-post", "add/", "POST", f"{keys}/add/", admin_expect(403, superuser=200),
+             {"user": "{opener}", "name": "New key"}, check="key_created_by_superuser"),
+        Case("apikey:history", "<path:object_id>/history/", "GET", f"{key}/history/",
+             admin_expect(403, superuser=200)),
+        Case("apikey:change", "<path:object_id>/change/", "GET", f"{key}/change/",
+             admin_expect(403, superuser=200)),
+        Case("apikey:change-post", "<path:object_id>/change/", "POST", f"{key}/change/",
+             admin_expect(403, superuser=302), {"name": "Renamed"}),
+        Case("apikey:revoke", "", "POST", f"{keys}/", admin_expect(403, superuser=302),
+             {"action": "revoke", "_selected_action": ["{apikey}"]},
+             check="revoked_by_superuser"),
+        Case("apikey:delete", "<path:object_id>/delete/", "GET", f"{key}/delete/",
+             admin_expect(403, superuser=200)),
+        Case("apikey:delete-post", "<path:object_id>/delete/", "POST", f"{key}/delete/",
+             admin_expect(403, superuser=302), {"post": "yes"}),
+        Case("apikey:object", "<path:object_id>/", "GET", f"{key}/",
+             admin_expect(302, nobody=302)),
+    ]  # fmt: skip
+    return cases
+
+
+def api_expect(
+    opener: int, readers: int, others: int, anonymous: int | str = 401
+) -> dict[str, int | str]:
+    return {
+        ANONYMOUS: anonymous,
+        OPENER: opener,
+        OPENER_KEY: opener,
+        LOOKER: readers,  # view_review
+        REVIEWER: readers,
+        SUPERUSER: readers,
+        NOBODY: others,
+    }
+
+
+def api_cases() -> list[Case]:
+    session = f"{API}/sessions/{{session}}"
+    decide = {"decision": "answer", "answers": [{"questionId": "day", "optionIds": ["fri"]}]}
+    return [
+        Case("api:interactions", "sessions/<str:session_id>/interactions", "GET",
+             f"{session}/interactions", api_expect(200, 200, 403), api=True),
+        Case("api:interaction", "sessions/<str:session_id>/interactions/<str:interaction_id>",
+             "GET", f"{session}/interactions/int-day", api_expect(200, 200, 403), api=True),
+        Case("api:decide",
+             "sessions/<str:session_id>/interactions/<str:interaction_id>/decide", "POST",
+             f"{session}/interactions/int-day/decide", api_expect(200, 403, 403),
+             {"{revision}": "", **decide}, api=True, check="decided_by_opener"),
+        Case("api:events", "sessions/<str:session_id>/events", "GET", f"{session}/events",
+             api_expect(200, 200, 403), api=True),
+        Case("api:openapi", "openapi.json", "GET", f"{API}/openapi.json",
+             api_expect(200, 200, 200, anonymous=200), api=True),
+        Case("api:unknown", "^(?P<rest>.*)$", "GET", f"{API}/sessions", api_expect(404, 404, 404,
+             anonymous=404), api=True),
+    ]  # fmt: skip
+
+
+CASES = admin_cases() + api_cases()
+
+
+# -- doing a cell -----------------------------------------------------------------------------
+
+
+def fill(value: Any, world: World) -> Any:
+    names = {
+        **{model: str(pk) for model, pk in world.pks.items()},
+        "session": str(world.thread.thread_id),
+        "opener": str(world.opener.pk),
+    }
+    if isinstance(value, str):
+        return value.format(**names)
+    if isinstance(value, list):
+        return [fill(item, world) for item in value]
+    return value
+
+
+def request(case: Case, client: Client, headers: dict[str, str], world: World) -> Any:
+    path = fill(case.path, world)
+    if case.method == "GET":
+        return client.get(path, **headers)
+    data = {key: fill(value, world) for key, value in (case.data or {}).items()}
+    if case.api:
+        if data.pop("{revision}", None) is not None:
+            data = {"revision": world.question.revision, "digest": world.question.digest, **data}
+        return client.post(path, json.dumps(data), content_type="application/json", **headers)
+    if data.pop("{stamp}", None) is not None:
+        data = {**{k: str(v) for k, v in stamp(world.tool_review).items()}, **data}
+    return client.post(path, data, **headers)
+
+
+def outcome(response: Any) -> int | str:
+    if response.status_code == 302 and response["Location"].startswith(LOGIN):
+        return LOGIN
+    return int(response.status_code)
+
+
+API_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
+
+
+def check_outcome(case: Case, role: str, response: Any, world: World) -> None:
+    expected = case.expect[role]
+    if case.api and isinstance(expected, int) and expected >= 400:
+        assert_error(response, expected, API_CODES[expected])
+    if case.check == "decided_by_deciders":
+        decided = Decision.objects.filter(review=world.tool_review).exists()
+        assert decided == (role in DECIDERS), (case.name, role, decided)
+    elif case.check == "decided_by_opener":
+        decided = Decision.objects.filter(review=world.question).exists()
+        assert decided == (role in {OPENER, OPENER_KEY}), (case.name, role, decided)
+    elif case.check == "synced_by_deciders":
+        world.tool_review.thread.refresh_from_db()
+        synced = world.tool_review.thread.synced_at is not None
+        assert synced == (role in DECIDERS), (case.name, role, synced)
+    elif case.check == "key_created_by_superuser":
+        created = ApiKey.objects.filter(name="New key").exists()
+        assert created == (role == SUPERUSER), (case.name, role, created)
+    elif case.check == "revoked_by_superuser":
+        world.api_key.refresh_from_db()
+        assert (world.api_key.revoked_at is not None) == (role == SUPERUSER)
+    elif case.check == "not_deleted":
+        model = apps.get_model(APP, case.name.partition(":")[0])
+        assert model.objects.filter(pk=world.pks[model._meta.model_name]).exists(), case.name
+
+
+@pytest.fixture
+def world(fake: FakeAssistant) -> World:
+    return build_world()
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeAssistant:
+    fake = FakeAssistant()
+    monkeypatch.setattr("nitro_assistants.services.clients.assistant_for", lambda key: fake)
+    return fake
+
+
+def observe(case: Case, world: World, users: dict[str, User | None]) -> dict[str, Any]:
+    """Each role's outcome of ``case`` (``LOGIN``, a status, or the failed check), each in a
+    savepoint rolled back afterwards: one role's decision does not make the next one stale."""
+    row: dict[str, Any] = {}
+    for role in ROLES:
+        savepoint = transaction.savepoint()
+        try:
+            client = Client()
+            user = users[role]
+            if user is not None:
+                client.force_login(user)
+            headers = {"HTTP_AUTHORIZATION": f"Bearer {world.key}"} if role == OPENER_KEY else {}
+            response = request(case, client, headers, world)
+            row[role] = outcome(response)
+            if row[role] == case.expect[role]:
+                try:
+                    check_outcome(case, role, response, world)
+                except AssertionError as error:
+                    row[role] = f"{row[role]} but {error}"
+        finally:
+            transaction.savepoint_rollback(savepoint)
+    return row
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_permission_matrix(case: Case, world: World) -> None:
+    users = {role: user_for(role, world) for role in ROLES}
+    row = observe(case, world, users)
+    print(
+        f"\nROW {case.method:4} {case.name:26}", " ".join(f"{role}={row[role]}" for role in ROLES)
+    )
+    assert 500 not in row.values(), row
+    wrong = {role: got for role, got in row.items() if got != case.expect[role]}
+    assert not wrong, f"{case.method} {case.name}: got {wrong}, expected {case.expect}"
+
+
+# -- the matrix covers every view -------------------------------------------------------------
+
+
+def admin_routes() -> set[tuple[str, str]]:
+    routes = set()
+    for model, model_admin in admin.site._registry.items():
+        if model._meta.app_label != APP:
+            continue
+        for pattern in model_admin.get_urls():
+            assert isinstance(pattern, URLPattern)
+            routes.add((model._meta.model_name, str(pattern.pattern)))
+    return routes
+
+
+def test_the_matrix_covers_every_admin_view_and_api_endpoint() -> None:
+    covered = {(c.name.partition(":")[0], c.route) for c in CASES if not c.api}
+    assert admin_routes() == covered
+    api_routes = {str(pattern.pattern) for pattern in api_urls.urlpatterns}
+    assert api_routes == {c.route for c in CASES if c.api}
+    assert all(set(case.expect) == set(ROLES) for case in CASES)
