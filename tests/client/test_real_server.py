@@ -367,15 +367,20 @@ def _reply_pause(client: Assistants, text: str) -> tuple[str, Any]:
     return thread_id, result.review
 
 
-def test_reply_approve_is_delivered(client: Assistants, langgraph_server: Any) -> None:
-    thread_id, review = _reply_pause(client, "See you Tuesday at 10.")
-    result = client.review(
+def _decide_reply(client: Assistants, thread_id: str, review: Any, reply: dict[str, Any]) -> Any:
+    """Jane decides the reply draft she was shown."""
+    return client.review(
         thread_id=thread_id,
         assistant_id="walkthrough",
         reviewer_id="jane",
         interrupt_id=review.interrupt_id,
-        reply={"action": "approve"},
+        reply=reply,
     )
+
+
+def test_reply_approve_is_delivered(client: Assistants, langgraph_server: Any) -> None:
+    thread_id, review = _reply_pause(client, "See you Tuesday at 10.")
+    result = _decide_reply(client, thread_id, review, {"action": "approve"})
     assert result.reply == "See you Tuesday at 10."
     assert result.delivery is not None and result.delivery.delivered
     assert result.delivery.result == "sms queued (22 chars)"
@@ -387,12 +392,8 @@ def test_reply_approve_is_delivered(client: Assistants, langgraph_server: Any) -
 
 def test_reply_reject_removes_the_draft_and_sends_nothing(client: Assistants) -> None:
     thread_id, review = _reply_pause(client, "Wrong appointment")
-    result = client.review(
-        thread_id=thread_id,
-        assistant_id="walkthrough",
-        reviewer_id="jane",
-        interrupt_id=review.interrupt_id,
-        reply={"action": "reject", "message": "I'll call the customer."},
+    result = _decide_reply(
+        client, thread_id, review, {"action": "reject", "message": "I'll call the customer."}
     )
     assert result.interrupted is False
     assert result.reply is None and result.delivery is None
@@ -417,13 +418,7 @@ def test_invalid_reply_reviews_are_refused_before_sending(
 ) -> None:
     thread_id, review = _reply_pause(client, "Hello there")
     with pytest.raises(ThreadResumptionError, match=message):
-        client.review(
-            thread_id=thread_id,
-            assistant_id="walkthrough",
-            reviewer_id="jane",
-            interrupt_id=review.interrupt_id,
-            reply=bad,
-        )
+        _decide_reply(client, thread_id, review, bad)
     with pytest.raises(ThreadResumptionError, match="paused on its reply"):
         client.review(
             thread_id=thread_id,
@@ -431,37 +426,19 @@ def test_invalid_reply_reviews_are_refused_before_sending(
             reviewer_id="jane",
             tool_calls=[{"id": "x", "action": "approve"}],
         )
-    result = client.review(
-        thread_id=thread_id,
-        assistant_id="walkthrough",
-        reviewer_id="jane",
-        interrupt_id=review.interrupt_id,
-        reply={"action": "approve"},
-    )
+    result = _decide_reply(client, thread_id, review, {"action": "approve"})
     assert result.reply == "Hello there"
 
 
 def test_reply_review_sent_to_a_tool_pause_is_refused(client: Assistants) -> None:
     thread_id, review = _paused(client, RESCHEDULE, graph="walkthrough")
     with pytest.raises(ThreadResumptionError, match="paused on tool calls"):
-        client.review(
-            thread_id=thread_id,
-            assistant_id="walkthrough",
-            reviewer_id="jane",
-            interrupt_id=review.interrupt_id,
-            reply={"action": "approve"},
-        )
+        _decide_reply(client, thread_id, review, {"action": "approve"})
 
 
 def test_failed_delivery_is_reported(client: Assistants) -> None:
     thread_id, review = _reply_pause(client, "Please FAIL this one")
-    result = client.review(
-        thread_id=thread_id,
-        assistant_id="walkthrough",
-        reviewer_id="jane",
-        interrupt_id=review.interrupt_id,
-        reply={"action": "approve"},
-    )
+    result = _decide_reply(client, thread_id, review, {"action": "approve"})
     assert result.reply == "Please FAIL this one"
     delivery = result.delivery
     assert delivery is not None and delivery.failed and not delivery.delivered
