@@ -214,6 +214,28 @@ def test_run_200_with_a_json_list_is_a_clear_error(mock, client):
         client.run(THREAD, ASSISTANT, [USER], known_thread=True)
 
 
+@pytest.mark.parametrize("blank", ["\n\n", "", " \r\n\n"])
+def test_run_200_closed_before_the_result_is_transient(mock, client, blank):
+    # runs/wait sends blank lines while the run goes on: a stopping server cuts it there.
+    mock.post(WAIT_URL, body=blank, content_type="application/json")
+    with pytest.raises(RunError, match="closed the response before the run's result") as caught:
+        client.run(THREAD, ASSISTANT, [USER], known_thread=True)
+    assert caught.value.transient is True
+    assert caught.value.status_code == 200
+    assert [c.request.url for c in mock.calls] == [WAIT_URL]
+
+
+@pytest.mark.parametrize("blank", ["\n\n", ""])
+def test_join_run_200_closed_before_the_result_is_transient(mock, client, blank):
+    join_url = f"{BASE}/threads/{THREAD}/runs/r-7/join"
+    mock.get(join_url, body=blank, content_type="application/json")
+    with pytest.raises(RunError, match="closed the response before the run's result") as caught:
+        client.join_run(THREAD, "r-7")
+    assert caught.value.transient is True
+    assert caught.value.status_code == 200
+    assert [c.request.url for c in mock.calls] == [join_url]
+
+
 def test_run_500_with_text_reports_the_text(mock, client):
     mock.post(WAIT_URL, status=500, body="  Internal Server Error  ", content_type="text/plain")
     with pytest.raises(RunError) as caught:
@@ -311,6 +333,18 @@ def sse(*events):
     return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
 
 
+def checkpoint(values, next_nodes=()):
+    # A "checkpoints" stream event as the server sends it: the state and what runs next.
+    return {
+        "config": {"configurable": {"thread_id": THREAD, "checkpoint_id": "cp-2"}},
+        "parent_config": {"configurable": {"thread_id": THREAD, "checkpoint_id": "cp-1"}},
+        "values": values,
+        "metadata": {"source": "loop", "step": 2},
+        "next": list(next_nodes),
+        "tasks": [{"id": f"task-{node}", "name": node, "interrupts": []} for node in next_nodes],
+    }
+
+
 def approve(client, interrupt_id=INTERRUPT):
     return client.review(
         THREAD,
@@ -347,7 +381,7 @@ def test_error_event_in_the_resume_stream(mock, client):
         STREAM_URL,
         body=sse(
             ("metadata", {"run_id": "r"}),
-            ("values", {"messages": MESSAGES}),
+            ("checkpoints", checkpoint({"messages": MESSAGES}, ["tools"])),
             ("error", {"error": "ValueError", "message": "boom"}),
         ),
     )
@@ -370,7 +404,7 @@ def test_stale_resume_only_reraising_the_interrupt_is_superseded(mock, client):
         STREAM_URL,
         body=sse(
             ("metadata", {"run_id": "r"}),
-            ("values", {"messages": MESSAGES}),
+            ("checkpoints", checkpoint({"messages": MESSAGES}, ["tools"])),
             ("updates", {"__interrupt__": PAUSED["interrupts"]}),
         ),
     )
@@ -457,7 +491,7 @@ def test_key_absent_from_debug_logs_of_a_full_review(mock, client, caplog):
         body=sse(
             ("metadata", {"run_id": "r"}),
             ("updates", {"tools": {"messages": []}}),
-            ("values", {"messages": done}),
+            ("checkpoints", checkpoint({"messages": done})),
         ),
     )
     mock.post(WAIT_URL, json={"messages": done})

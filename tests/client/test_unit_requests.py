@@ -289,6 +289,19 @@ def sse(*events):
     return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
 
 
+def checkpoint(values, next_nodes=(), step=1):
+    # A "checkpoints" stream event as the server sends it: the state and what runs next.
+    configurable = {"thread_id": THREAD, "checkpoint_ns": ""}
+    return {
+        "config": {"configurable": {**configurable, "checkpoint_id": f"cp-{step}"}},
+        "parent_config": {"configurable": {**configurable, "checkpoint_id": f"cp-{step - 1}"}},
+        "values": values,
+        "metadata": {"source": "loop", "step": step},
+        "next": list(next_nodes),
+        "tasks": [{"id": f"task-{node}", "name": node, "interrupts": []} for node in next_nodes],
+    }
+
+
 RESUMED = [
     {"type": "human", "id": "human-1", "content": "Can I move it to Tuesday?"},
     {"type": "ai", "id": "ai-1", "content": "Let me do that.", "tool_calls": [CALL]},
@@ -297,11 +310,11 @@ RESUMED = [
 ]
 RESUME_STREAM = sse(
     ("metadata", {"run_id": "run-2", "attempt": 1}),
-    ("values", {"messages": RESUMED[:2]}),
+    ("checkpoints", checkpoint({"messages": RESUMED[:2]}, ["tools"], step=3)),
     ("updates", {"tools": {"messages": [RESUMED[2]]}}),
-    ("values", {"messages": RESUMED[:3]}),
+    ("checkpoints", checkpoint({"messages": RESUMED[:3]}, ["model"], step=4)),
     ("updates", {"model": {"messages": [RESUMED[3]]}}),
-    ("values", {"messages": RESUMED}),
+    ("checkpoints", checkpoint({"messages": RESUMED}, [], step=5)),
 )
 
 
@@ -346,7 +359,7 @@ def test_review_resume_body(mock, client):
         "metadata": meta,
         "config": {"metadata": meta},
         "multitask_strategy": "reject",
-        "stream_mode": ["values", "updates"],
+        "stream_mode": ["checkpoints", "updates"],
     }
     assert "input" not in body(mock.calls[1])
     assert result.reply == "Done! moved"
@@ -445,7 +458,10 @@ def test_reply_edit_resume_body(mock, client):
         body=sse(
             ("metadata", {"run_id": "run-3"}),
             ("updates", {"ReviewMiddleware.after_agent": {"messages": [edited]}}),
-            ("values", {"messages": [REPLY_PAUSE_STATE["values"]["messages"][0], edited]}),
+            (
+                "checkpoints",
+                checkpoint({"messages": [REPLY_PAUSE_STATE["values"]["messages"][0], edited]}),
+            ),
         ),
     )
     result = client.review(

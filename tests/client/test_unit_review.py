@@ -241,7 +241,8 @@ def test_a_valid_review_after_refusals_is_sent(mock, client):
     refused(mock, client, "missing: `call-2`", tool_calls=[{"id": "call-1", "action": "approve"}])
     mock.post(
         f"{BASE}/threads/{THREAD}/runs/stream",
-        body='event: updates\ndata: {"tools": {}}\n\nevent: values\ndata: {"messages": []}\n\n',
+        body='event: updates\ndata: {"tools": {}}\n\n'
+        'event: checkpoints\ndata: {"values": {"messages": []}, "next": []}\n\n',
     )
     result = client.review(THREAD, ASSISTANT, reviewer_id="jane", tool_calls=APPROVE_BOTH)
     assert result.reply is None
