@@ -21,6 +21,7 @@ from nitro_assistants.client.results import (
     PendingReview,
     ReviewShapeError,
     RunResult,
+    is_interrupt_id,
     pending_review,
 )
 from nitro_assistants.client.review import build_resume, review_messages
@@ -183,6 +184,14 @@ class Assistants:
     ) -> RunResult:
         if not response.ok:
             raise _error(error, detail_of(response), response)
+        if not response.content.strip():
+            # runs/wait and join send blank lines while the run goes on; a server stopping
+            # closes the response before the result: the run may still end (the retry joins it).
+            raise error(
+                "the server closed the response before the run's result",
+                status_code=response.status_code,
+                transient=True,
+            )
         try:
             body = response.json()
         except ValueError:
@@ -515,6 +524,7 @@ class Assistants:
         reviewed_at: datetime | str | None = None,
         context: dict[str, Any] | None = None,
         answer: Any = None,
+        pending: PendingReview | None = None,
     ) -> RunResult:
         """Resume a paused thread with a reviewer's decision and return the resumed run.
 
@@ -522,6 +532,12 @@ class Assistants:
         typed interaction), matching the pause. Everything is validated against the pause
         before the resume is sent. A pause the thread has moved past raises
         :class:`ReviewSupersededError`, and nothing is applied.
+
+        ``pending`` is the pause the reviewer was shown, if the caller holds it already (from
+        :meth:`under_review`, or stored): the thread's state is then not read again before the
+        resume. The server still refuses a pause the thread has moved past (the resume is keyed
+        by interrupt id), and that still raises :class:`ReviewSupersededError`. A pause whose
+        interrupt ids are not keys the server checks is read again all the same.
         """
         thread_id, body, pending = self._resume_request(
             thread_id,
@@ -534,8 +550,11 @@ class Assistants:
             context,
             answer,
             None,
+            pending,
         )
-        body["stream_mode"] = ["values", "updates"]
+        # Checkpoints carry the state (like "values") and what runs next: the last one says
+        # whether the run ended, which a stream cut short would not otherwise tell.
+        body["stream_mode"] = ["checkpoints", "updates"]
         return self._resume(thread_id, body, pending, interrupt_id)
 
     def start_review(
@@ -551,6 +570,7 @@ class Assistants:
         answer: Any = None,
         webhook: str | None = None,
         metadata: dict[str, Any] | None = None,
+        pending: PendingReview | None = None,
     ) -> dict[str, Any]:
         """:meth:`review`, sent as a background run: validated and checked the same way, but it
         returns the run object at once. Read the outcome with :meth:`review_result`."""
@@ -565,6 +585,7 @@ class Assistants:
             context,
             answer,
             metadata,
+            pending,
         )
         if webhook:
             body["webhook"] = webhook
@@ -612,6 +633,12 @@ class Assistants:
             run_id=run_id,
         )
 
+    def _run_ended(self, thread_id: str, run_id: str | None) -> bool:
+        if not run_id:
+            return True  # nothing to ask about: the result stands as streamed
+        run = self._get(f"/threads/{thread_id}/runs/{run_id}", ThreadResumptionError).json()
+        return (run or {}).get("status") not in ("pending", "running")
+
     def _resume_request(
         self,
         thread_id: str,
@@ -624,6 +651,7 @@ class Assistants:
         context: dict[str, Any] | None,
         answer: Any,
         metadata: dict[str, Any] | None,
+        shown: PendingReview | None = None,
     ) -> tuple[str, dict[str, Any], PendingReview]:
         """Validate a review against the thread's pause; the resume run's body to send."""
         thread_id = _check_uuid(thread_id, ThreadResumptionError)
@@ -648,8 +676,12 @@ class Assistants:
         else:
             stamp = reviewed_at or _now()
 
-        state = self._state(thread_id, ThreadResumptionError)
-        pending = self._pending(state, thread_id, ThreadResumptionError)
+        pending: PendingReview | None
+        if shown is not None and all(is_interrupt_id(i) for i in shown.interrupt_ids or [""]):
+            pending = shown  # keyed: the server itself refuses an interrupt no longer pending
+        else:
+            state = self._state(thread_id, ThreadResumptionError)
+            pending = self._pending(state, thread_id, ThreadResumptionError)
         if pending is None:
             raise _superseded(thread_id, interrupt_id, paused=False)
         if interrupt_id and interrupt_id not in pending.interrupt_ids:
@@ -693,10 +725,15 @@ class Assistants:
         interrupts: dict[str, dict[str, Any]] = {}
         applied = False
         run_id = None
+        ended: bool | None = None  # from the last checkpoint: nothing left to run
         for event in events:
             data = event.data
             if event.event == "metadata" and isinstance(data, dict):
                 run_id = data.get("run_id")
+            elif event.event == "checkpoints" and isinstance(data, dict):
+                if isinstance(data.get("values"), dict):
+                    values = data["values"]
+                ended = not data.get("next")
             elif event.event == "values" and isinstance(data, dict):
                 values = data
             elif event.event == "updates" and isinstance(data, dict):
@@ -717,6 +754,15 @@ class Assistants:
         # changes nothing: no node runs, the thread re-raises the pause it has now.
         if not applied or (answered and answered <= set(interrupts)):
             raise superseded
+        # A stream carries no end-of-run event, and a stopping server closes it cleanly: one cut
+        # short would pass for a run that stopped early. The last checkpoint says whether anything
+        # was left to run; a server that sends no checkpoints is asked.
+        if not interrupts and (
+            ended is False or (ended is None and not self._run_ended(thread_id, run_id))
+        ):
+            raise ThreadResumptionError(
+                "the resume's event stream ended before its run did", transient=True
+            )
         if values is None:
             raise ThreadResumptionError("the resumed run reported no state")
         return self._build(

@@ -61,6 +61,7 @@ class Assistant:
         reviewed_at: datetime | str | None = None,
         context: dict[str, Any] | None = None,
         answer: Any = None,
+        pending: PendingReview | None = None,
         **unexpected: Any,
     ) -> RunResult:
         _refuse(unexpected, self.assistant_id)
@@ -74,6 +75,7 @@ class Assistant:
             reviewed_at=reviewed_at,
             context=context,
             answer=answer,
+            pending=pending,
         )
 
     def start_review(
@@ -88,6 +90,7 @@ class Assistant:
         answer: Any = None,
         webhook: str | None = None,
         metadata: dict[str, Any] | None = None,
+        pending: PendingReview | None = None,
         **unexpected: Any,
     ) -> dict[str, Any]:
         _refuse(unexpected, self.assistant_id)
@@ -103,6 +106,7 @@ class Assistant:
             answer=answer,
             webhook=webhook,
             metadata=metadata,
+            pending=pending,
         )
 
     def review_result(self, thread_id: str, run_id: str) -> RunResult:

@@ -10,7 +10,7 @@ REPLY_ACTION = "__reply__"
 TOOL_DECISIONS = ("approve", "edit", "reject", "respond")
 REPLY_DECISIONS = ("approve", "edit", "reject")
 INTERACTION_KINDS = ("question", "blueprint", "plan")
-_INTERRUPT_ID = re.compile(r"^[0-9a-f]{32}$")
+_INTERRUPT_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class ReviewShapeError(ValueError):
@@ -318,7 +318,7 @@ def pending_review(
 
 def is_interrupt_id(value: str) -> bool:
     """Interrupt ids are 32 lowercase hex characters; a resume map is keyed only if all are."""
-    return bool(_INTERRUPT_ID.match(value))
+    return bool(_INTERRUPT_ID.fullmatch(value))
 
 
 @dataclass(frozen=True)

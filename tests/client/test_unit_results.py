@@ -6,7 +6,7 @@ import pytest
 import responses
 
 from nitro_assistants.client import Assistants, RunError, RunResult, ThreadStateError
-from nitro_assistants.client.results import ReviewShapeError, pending_review
+from nitro_assistants.client.results import ReviewShapeError, is_interrupt_id, pending_review
 
 BASE = "http://assistants.test"
 THREAD = "0b7e2a55-7c1e-4a8e-9a57-1d2f3b4c5d6e"
@@ -525,3 +525,17 @@ def test_thread_messages():
         client = Assistants(BASE, "k")
         assert client.thread_messages(THREAD) == [human()]
         assert client.thread_messages(THREAD) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "keyed"),
+    [
+        ("0123456789abcdef0123456789abcdef", True),
+        ("0123456789abcdef0123456789abcdef\n", False),  # `$` would have let the newline by
+        ("0123456789ABCDEF0123456789ABCDEF", False),
+        ("0123456789abcdef0123456789abcde", False),
+        ("", False),
+    ],
+)
+def test_interrupt_ids_are_exactly_32_lowercase_hex(value: str, keyed: bool) -> None:
+    assert is_interrupt_id(value) is keyed
