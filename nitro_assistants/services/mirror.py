@@ -94,19 +94,26 @@ def _review_fields(thread: Thread, pending: Any) -> dict[str, Any]:
 
 def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | None:
     """Make the local pending review match the server's pause ``pending`` (None: no pause)."""
-    current = thread.reviews.filter(status=Review.Status.PENDING).first()
+    # One query: the open reviews, newest first. A review already decided but not yet applied
+    # still shows on the server: it is the same one. So is an interaction decided (answered,
+    # accepted, ...) whose decision is not applied yet.
+    open_reviews = list(
+        thread.reviews.filter(
+            Q(status__in=[Review.Status.PENDING, Review.Status.DECIDED])
+            | Q(decision__outcome=Decision.Outcome.PENDING)
+        )
+        .distinct()
+        .order_by("-pk")
+    )
+    pending_now = [r for r in open_reviews if r.status == Review.Status.PENDING]
+    current = min(pending_now, key=lambda r: (r.requested_at, r.pk)) if pending_now else None
     if pending is None:
         if current is not None:
             supersede(current, reason="vanished")
         return None
     fields = _review_fields(thread, pending)
     ids = set(fields["interrupt_ids"])
-    # A review already decided but not yet applied still shows on the server: it is the same one.
-    # So is an interaction decided (answered, accepted, ...) whose decision is not applied yet.
-    for known in thread.reviews.filter(
-        Q(status__in=[Review.Status.PENDING, Review.Status.DECIDED])
-        | Q(decision__outcome=Decision.Outcome.PENDING)
-    ).order_by("-pk"):
+    for known in open_reviews:
         if set(known.interrupt_ids) == ids:
             return known
     if current is not None:

@@ -213,7 +213,7 @@ def execute_resume(decision: Decision | int) -> Decision:
         review, run = record.review, record.run
         # Only the decision is locked while the resume runs (it may take as long as the model):
         # a new customer message on the thread is not held up; the thread is locked to record.
-        thread = Thread.objects.get(pk=review.thread_id)
+        thread = review.thread
         thread_id = str(thread.thread_id)
         assistant = clients.assistant_for(thread.assistant_key)
         try:
@@ -242,7 +242,6 @@ def execute_resume(decision: Decision | int) -> Decision:
                 return record
             if result is None:
                 result = assistant.review(thread_id=thread_id, **_review_arguments(record, thread))
-                _check_stream_complete(assistant, thread_id, result)
             messages = result.messages or assistant.thread_messages(thread_id=thread_id)
         except ReviewSupersededError as exc:
             if _resume_still_running(assistant, thread_id, record):
@@ -277,6 +276,9 @@ def _review_arguments(record: Decision, thread: Thread) -> dict[str, Any]:
         "answer": record.answer,
         "reviewed_at": record.decided_at.isoformat(),
         "context": thread.context or {},
+        # The pause as the reviewer saw it and the decision was validated against: not read again
+        # (the server refuses it if the thread has moved on, and the stream shows that).
+        "pending": pending_review_of(record.review),
     }
 
 
@@ -338,19 +340,6 @@ def collect_resume(run: Run, *, wait: bool) -> Run:
             _applied(record, review, run, *outcome)
     run.refresh_from_db()
     return run
-
-
-def _check_stream_complete(assistant: Any, thread_id: str, result: Any) -> None:
-    """A stream carries no end-of-run event: one a stopping server closed half-way looks like a
-    finished run that stopped early. Unless it paused (which ends it), ask the server that the run
-    ended; if not, the retry joins it and mirrors the whole outcome, not the half-way state."""
-    if result.interrupted or not result.run_id:
-        return
-    remote = assistant.get_run(thread_id=thread_id, run_id=result.run_id)
-    if remote.get("status") in ACTIVE_REMOTE_STATUSES:
-        raise ThreadResumptionError(
-            "the resume's event stream ended before its run did", transient=True
-        )
 
 
 def _resume_still_running(assistant: Any, thread_id: str, decision: Decision) -> bool:

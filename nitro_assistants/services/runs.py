@@ -67,7 +67,8 @@ def start_run(
             if context is not None:
                 thread.context = context
                 thread.save(update_fields=["context", "updated_at"])
-        supersede_pending_review(thread, reason="new_message", actor=user)
+            # A new thread has nothing pending yet.
+            supersede_pending_review(thread, reason="new_message", actor=user)
         run = Run.objects.create(
             thread=thread,
             kind=Run.Kind.RUN,
@@ -114,10 +115,10 @@ def find_remote_run(assistant: Any, thread_id: str, match: dict[str, str]) -> di
 
 
 def execute_run(run: Run | uuid.UUID | str) -> Run:
-    """Create the remote run (once: a retry finds it by its metadata), then wait for it in "wait"
-    mode, or return at once in "background" mode (the webhook or the poll collects it)."""
-    from nitro_assistants import tasks
-
+    """Run it on the server, once: in "wait" mode one ``runs/wait`` (the server subscribes to the
+    run before it starts, so its end is never missed) and mirror the outcome; in "background"
+    mode create the run and return at once (the webhook or the poll collects it). A retry finds
+    the run it already created by its metadata instead of creating another."""
     pk = run.pk if isinstance(run, Run) else run
     with transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
@@ -128,46 +129,84 @@ def execute_run(run: Run | uuid.UUID | str) -> Run:
         run.status = Run.Status.RUNNING
         run.started_at = run.started_at or timezone.now()
         run.save(update_fields=["attempts", "status", "started_at"])
+        Thread.objects.filter(pk=run.thread_id).update(status=Thread.Status.BUSY)
         if first:
             record_event(run.thread, "run_started", run=run)
 
-    thread = run.thread
-    assistant = clients.assistant_for(thread.assistant_key)
-    background = app_settings.RUN_MODE == "background"
+    assistant = clients.assistant_for(run.thread.assistant_key)
     try:
-        with transaction.atomic():
-            # Held while the run is created, so two deliveries of this task never both create it.
-            run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
-            if run.finished:
-                return run
-            if not run.remote_run_id:
-                remote = None
-                if run.attempts > 1:
-                    remote = find_remote_run(assistant, str(thread.thread_id), {RUN_KEY: str(pk)})
-                if remote is None:
-                    known = thread.runs.exclude(pk=run.pk).exclude(remote_run_id="").exists()
-                    remote = assistant.start_run(
-                        thread_id=str(thread.thread_id),
-                        messages=run.input.get("messages") or [],
-                        context=thread.context or {},
-                        metadata={RUN_KEY: str(pk)},
-                        webhook=webhook_url(run) if background else None,
-                        known_thread=known,
-                    )
-                run.remote_run_id = str(remote["run_id"])
-                run.save(update_fields=["remote_run_id"])
-                Thread.objects.filter(pk=thread.pk).update(status=Thread.Status.BUSY)
+        if app_settings.RUN_MODE == "background":
+            return _start_in_background(run, assistant)
+        return _run_and_wait(run, assistant)
     except NitroAssistantsError as exc:
         if is_transient(exc):
             raise
         return fail_run(run, _error_text(exc))
 
-    if background:
-        if not app_settings.WEBHOOK_URL:
-            run_pk = str(run.pk)
-            transaction.on_commit(lambda: tasks.collect_run.apply_async((run_pk,), countdown=1))
-        return run
-    return collect_run(run, wait=True)
+
+def _run_and_wait(run: Run, assistant: Any) -> Run:
+    with transaction.atomic():
+        # Held while the run goes on (the worker waits for it anyway), so a second delivery of
+        # this task waits, then finds it finished; only this run's row: the thread is not held up.
+        run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=run.pk)
+        if run.finished:
+            return run
+        thread_id = str(run.thread.thread_id)
+        if not run.remote_run_id and run.attempts > 1:
+            remote = find_remote_run(assistant, thread_id, {RUN_KEY: str(run.pk)})
+            if remote is not None:
+                run.remote_run_id = str(remote["run_id"])
+                run.save(update_fields=["remote_run_id"])
+        if run.remote_run_id:  # created by an attempt that died: read its outcome
+            return collect_run(run, wait=True)
+        messages = run.input.get("messages") or []
+        result = assistant.run(
+            thread_id=thread_id,
+            messages=messages,
+            context=run.thread.context or {},
+            metadata={RUN_KEY: str(run.pk)},
+            known_thread=len(messages) > 1 and _thread_known(run),
+        )
+        history = result.messages or assistant.thread_messages(thread_id=thread_id)
+        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+        record_result(thread, run, result, history)
+    return run
+
+
+def _thread_known(run: Run) -> bool:
+    """True once an earlier run of the thread reached the server (its history is there)."""
+    return run.thread.runs.exclude(pk=run.pk).exclude(remote_run_id="").exists()
+
+
+def _start_in_background(run: Run, assistant: Any) -> Run:
+    from nitro_assistants import tasks
+
+    with transaction.atomic():
+        # Held while the run is created, so two deliveries of this task never both create it.
+        run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=run.pk)
+        if run.finished:
+            return run
+        thread = run.thread
+        if not run.remote_run_id:
+            remote = None
+            if run.attempts > 1:
+                remote = find_remote_run(assistant, str(thread.thread_id), {RUN_KEY: str(run.pk)})
+            if remote is None:
+                messages = run.input.get("messages") or []
+                remote = assistant.start_run(
+                    thread_id=str(thread.thread_id),
+                    messages=messages,
+                    context=thread.context or {},
+                    metadata={RUN_KEY: str(run.pk)},
+                    webhook=webhook_url(run),
+                    known_thread=len(messages) > 1 and _thread_known(run),
+                )
+            run.remote_run_id = str(remote["run_id"])
+            run.save(update_fields=["remote_run_id"])
+    if not app_settings.WEBHOOK_URL:
+        run_pk = str(run.pk)
+        transaction.on_commit(lambda: tasks.collect_run.apply_async((run_pk,), countdown=1))
+    return run
 
 
 def collect_run(run: Run | uuid.UUID | str, *, wait: bool = True) -> Run:

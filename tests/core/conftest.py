@@ -112,6 +112,13 @@ class FakeAssistant:
         self.remote_runs.append(run)
         return run
 
+    def run(self, **kwargs: Any) -> RunResult:
+        """``runs/wait``: creates the remote run (found by its metadata afterwards) and waits."""
+        self.calls.append(("run", kwargs))
+        run = {"run_id": str(uuid.uuid4()), "status": "success", "metadata": kwargs["metadata"]}
+        self.remote_runs.append(run)
+        return self._next()
+
     def list_runs(self, thread_id: str, limit: int = 20) -> list[dict[str, Any]]:
         self.calls.append(("list_runs", {"thread_id": thread_id}))
         return list(self.remote_runs)

@@ -53,8 +53,8 @@ def test_execute_run_mirrors_a_pause_once(
         services.execute_run(run.pk)  # delivered twice: finished runs are left alone
     run.refresh_from_db()
     assert run.status == Run.Status.INTERRUPTED
-    assert len(fake_assistant.called("start_run")) == 1
-    assert fake_assistant.called("start_run")[0]["metadata"] == {"nitro_run_id": str(run.pk)}
+    assert len(fake_assistant.called("run")) == 1
+    assert fake_assistant.called("run")[0]["metadata"] == {"nitro_run_id": str(run.pk)}
     review = Review.objects.get()
     assert (review.kind, review.status, review.interrupt_ids) == (
         "tool_calls",
@@ -77,7 +77,7 @@ def test_redelivered_run_finds_the_remote_run_by_its_metadata(
     ]
     services.execute_run(run.pk)
     run.refresh_from_db()
-    assert fake_assistant.called("start_run") == []
+    assert fake_assistant.called("run") == []
     assert fake_assistant.called("join_run") == [
         {"thread_id": str(run.thread.thread_id), "run_id": "r-1"}
     ]
@@ -96,7 +96,7 @@ def test_transient_errors_propagate_and_others_fail_the_run(
     def down(**kwargs: Any) -> None:
         raise RunError("connection refused", transient=True)  # type: ignore[call-arg]
 
-    monkeypatch.setattr(fake_assistant, "start_run", down)
+    monkeypatch.setattr(fake_assistant, "run", down)
     with pytest.raises(RunError):
         services.execute_run(run.pk)
     run.refresh_from_db()
@@ -106,7 +106,7 @@ def test_transient_errors_propagate_and_others_fail_the_run(
     def refused(**kwargs: Any) -> None:
         raise RunError("422: assistant not found", transient=False)  # type: ignore[call-arg]
 
-    monkeypatch.setattr(fake_assistant, "start_run", refused)
+    monkeypatch.setattr(fake_assistant, "run", refused)
     with django_capture_on_commit_callbacks(execute=True):
         services.execute_run(run.pk)
     run.refresh_from_db()

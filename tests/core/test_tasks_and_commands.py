@@ -38,7 +38,7 @@ def test_run_task_retries_transient_errors_then_fails_the_run(
     def down(**kwargs: Any) -> None:
         raise RunError("502 Bad Gateway", transient=True)  # type: ignore[call-arg]
 
-    monkeypatch.setattr(fake_assistant, "start_run", down)
+    monkeypatch.setattr(fake_assistant, "run", down)
     scheduled: list[dict[str, Any]] = []
 
     def retry(**kwargs: Any) -> Retry:
@@ -68,7 +68,7 @@ def test_run_task_does_not_retry_other_errors(
     def broken(**kwargs: Any) -> None:
         raise ValueError("a bug, not an outage")
 
-    monkeypatch.setattr(fake_assistant, "start_run", broken)
+    monkeypatch.setattr(fake_assistant, "run", broken)
     outcome = tasks.run_thread.apply(args=(str(run.pk),))
     assert outcome.state == "FAILURE"
     assert isinstance(outcome.result, ValueError)
