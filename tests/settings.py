@@ -51,6 +51,11 @@ DATABASES = {
         "PASSWORD": os.environ.get("NITRO_TEST_DB_PASSWORD", ""),
         "HOST": os.environ.get("NITRO_TEST_DB_HOST", "127.0.0.1"),
         "PORT": os.environ.get("NITRO_TEST_DB_PORT", "5432"),
+        # Django's connection pool (psycopg-pool): Celery closes the database connection before
+        # and after every task, and without a pool each task would open a new one.
+        "OPTIONS": {"pool": {"min_size": 1, "max_size": 24}}
+        if os.environ.get("NITRO_TEST_DB_POOL", "1") == "1"
+        else {},
     }
 }
 
