@@ -130,7 +130,9 @@ def test_server_stopped_during_a_resume(
     assert queued.outcome == Decision.Outcome.PENDING
     server.start()
 
-    wait_for(lambda: Decision.objects.filter(pk=queued.pk, outcome="applied").exists(), 60)
+    # Both retry with jittered backoff until the server is back: either may be applied first.
+    both = [queued.pk, in_flight.pk]
+    wait_for(lambda: Decision.objects.filter(pk__in=both, outcome="applied").count() == 2, 60)
     in_flight.refresh_from_db()
     assert in_flight.outcome == Decision.Outcome.APPLIED
     for run, review in ((drained, first), (waiting, second)):
