@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from nitro_assistants import signals
@@ -192,15 +194,13 @@ def execute_resume(decision: Decision | int) -> Decision:
     from nitro_assistants import tasks
 
     pk = decision.pk if isinstance(decision, Decision) else decision
-    with transaction.atomic():
-        record = Decision.objects.select_for_update(of=("self",)).select_related("run").get(pk=pk)
-        if record.outcome != Decision.Outcome.PENDING or record.run is None:
-            return record
-        run = Run.objects.select_for_update().get(pk=record.run.pk)
-        run.attempts += 1
-        run.status = Run.Status.RUNNING
-        run.started_at = run.started_at or timezone.now()
-        run.save(update_fields=["attempts", "status", "started_at"])
+    # Count the attempt, committed before the resume is sent (one statement): a later delivery
+    # that sees attempts > 1 looks for the remote resume first.
+    Run.objects.filter(decision__pk=pk, decision__outcome=Decision.Outcome.PENDING).update(
+        attempts=F("attempts") + 1,
+        status=Run.Status.RUNNING,
+        started_at=Coalesce("started_at", Value(timezone.now())),
+    )
 
     with transaction.atomic():
         record = (

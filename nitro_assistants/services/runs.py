@@ -8,6 +8,8 @@ from typing import Any
 
 from django.core import signing
 from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from nitro_assistants import signals
@@ -120,19 +122,9 @@ def execute_run(run: Run | uuid.UUID | str) -> Run:
     mode create the run and return at once (the webhook or the poll collects it). A retry finds
     the run it already created by its metadata instead of creating another."""
     pk = run.pk if isinstance(run, Run) else run
-    with transaction.atomic():
-        run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
-        if run.finished:
-            return run
-        first = run.attempts == 0
-        run.attempts += 1
-        run.status = Run.Status.RUNNING
-        run.started_at = run.started_at or timezone.now()
-        run.save(update_fields=["attempts", "status", "started_at"])
-        Thread.objects.filter(pk=run.thread_id).update(status=Thread.Status.BUSY)
-        if first:
-            record_event(run.thread, "run_started", run=run)
-
+    run = claim_run(pk)
+    if run.finished:
+        return run
     assistant = clients.assistant_for(run.thread.assistant_key)
     try:
         if app_settings.RUN_MODE == "background":
@@ -142,6 +134,32 @@ def execute_run(run: Run | uuid.UUID | str) -> Run:
         if is_transient(exc):
             raise
         return fail_run(run, _error_text(exc))
+
+
+def claim_run(pk: Any) -> Run:
+    """Count an attempt at a run and mark it (and its thread) running, committed before anything
+    is sent: a later delivery that sees ``attempts > 1`` looks for the remote run first.
+
+    Three statements, no transaction of their own: the update waits for a delivery of this run
+    still going on (it holds the row), then finds the run finished and changes nothing."""
+    now = timezone.now()
+    unfinished = Run.objects.filter(pk=pk).exclude(status__in=Run.FINISHED)
+    first = unfinished.filter(attempts=0).update(
+        attempts=1, status=Run.Status.RUNNING, started_at=now
+    )
+    if not first:
+        unfinished.update(
+            attempts=F("attempts") + 1,
+            status=Run.Status.RUNNING,
+            started_at=Coalesce("started_at", Value(now)),
+        )
+    run = Run.objects.select_related("thread").get(pk=pk)
+    if run.finished:
+        return run
+    Thread.objects.filter(pk=run.thread_id).update(status=Thread.Status.BUSY)
+    if first:
+        record_event(run.thread, "run_started", run=run)
+    return run
 
 
 def _run_and_wait(run: Run, assistant: Any) -> Run:
@@ -168,8 +186,8 @@ def _run_and_wait(run: Run, assistant: Any) -> Run:
             known_thread=len(messages) > 1 and _thread_known(run),
         )
         history = result.messages or assistant.thread_messages(thread_id=thread_id)
-        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
-        record_result(thread, run, result, history)
+        # record_result updates the thread first: that locks it for the rest of the mirroring.
+        record_result(run.thread, run, result, history)
     return run
 
 
