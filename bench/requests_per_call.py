@@ -111,6 +111,26 @@ def measure(base_url: str) -> list[tuple[str, int, str]]:
             "GET /threads/{id}/state + POST runs/stream",
         )
     )
+    # What the Celery worker does: the pause the reviewer was shown is passed in, not read again.
+    paused = client.run(thread, tools, [user(f"tools: {calls}")])
+    assert paused.review is not None, paused.raw
+    before = client.transport.requests_sent
+    done = client.review(
+        thread,
+        tools,
+        reviewer_id="bench",
+        interrupt_id=paused.review.interrupt_id,
+        tool_calls=[{"id": paused.review.tool_calls[0]["id"], "action": "approve"}],
+        pending=paused.review,
+    )
+    assert done.reply and done.reply.startswith("Done!"), done.raw
+    rows.append(
+        (
+            "  … with the pause already held (`pending=`)",
+            client.transport.requests_sent - before,
+            "POST runs/stream",
+        )
+    )
     return rows
 
 
