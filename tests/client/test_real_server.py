@@ -673,3 +673,78 @@ def test_background_review_the_server_ignored_is_superseded(
     assert [t["status"] for t in tool_messages(client.thread_messages(thread_id=thread_id))] == [
         "error"
     ]
+
+
+def test_review_with_the_pause_held_is_one_request_and_applied(client: Assistants) -> None:
+    thread_id = str(uuid.uuid4())
+    first = client.run(thread_id=thread_id, assistant_id="walkthrough", messages=[CUSTOMER])
+    assert first.review is not None
+    before = client.transport.requests_sent
+    after = client.review(
+        thread_id=thread_id,
+        assistant_id="walkthrough",
+        reviewer_id="jane",
+        interrupt_id=first.review.interrupt_id,
+        tool_calls=[{"id": first.review.tool_calls[0]["id"], "action": "approve"}],
+        pending=first.review,
+    )
+    assert client.transport.requests_sent - before == 1  # runs/stream only
+    assert after.review is not None and after.review.kind == "reply"
+    assert after.review.reply is not None and after.review.reply.content.startswith("Done!")
+    assert client.under_review(thread_id=thread_id).interrupt_id == after.review.interrupt_id
+    moved = tool_messages(client.thread_messages(thread_id=thread_id))
+    assert [m["status"] for m in moved] == ["success"]
+
+
+def test_held_per_call_pause_is_answered_for_every_call(client: Assistants) -> None:
+    thread_id, review = _paused(
+        client, RESCHEDULE, ("cancel_appointment", {"appointment_id": 9}), graph="per_call"
+    )
+    calls = {c["name"]: c for c in review.tool_calls}
+    result = client.review(
+        thread_id=thread_id,
+        assistant_id="per_call",
+        reviewer_id="jane",
+        tool_calls=[
+            {"id": calls["reschedule_appointment"]["id"], "action": "approve"},
+            {"id": calls["cancel_appointment"]["id"], "action": "reject", "message": "Keep it"},
+        ],
+        pending=review,
+    )
+    assert result.interrupted is False
+    results = {t["name"]: t["status"] for t in tool_messages(result.messages)}
+    assert results == {"reschedule_appointment": "success", "cancel_appointment": "error"}
+
+
+@pytest.mark.parametrize("moved_on", ["paused again", "idle"])
+def test_a_held_pause_the_thread_moved_past_is_superseded_not_applied(
+    client: Assistants, langgraph_server: Any, moved_on: str
+) -> None:
+    """The caller holds a pause someone else already answered: nothing is read before the
+    resume, so the server's refusal (a 200 that changes nothing) is what must be noticed."""
+    thread_id = str(uuid.uuid4())
+    graph = "walkthrough" if moved_on == "paused again" else "tools"
+    first = client.run(thread_id=thread_id, assistant_id=graph, messages=[CUSTOMER])
+    assert first.review is not None
+    other = Assistants(base_url=langgraph_server.url, api_key="k", user_id="other")
+    won = other.review(
+        thread_id=thread_id,
+        assistant_id=graph,
+        reviewer_id="jane",
+        interrupt_id=first.review.interrupt_id,
+        tool_calls=[{"id": first.review.tool_calls[0]["id"], "action": "approve"}],
+    )
+    assert won.interrupted is (moved_on == "paused again")
+    checkpoint = other.thread_state(thread_id=thread_id)["checkpoint"]
+    with pytest.raises(ReviewSupersededError):
+        client.review(
+            thread_id=thread_id,
+            assistant_id=graph,
+            reviewer_id="sam",
+            interrupt_id=first.review.interrupt_id,
+            tool_calls=[{"id": first.review.tool_calls[0]["id"], "action": "reject"}],
+            pending=first.review,
+        )
+    assert other.thread_state(thread_id=thread_id)["checkpoint"] == checkpoint
+    moved = tool_messages(other.thread_messages(thread_id=thread_id))
+    assert [m["status"] for m in moved] == ["success"], "the approved tool ran once, no rejection"
