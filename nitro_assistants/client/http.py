@@ -66,7 +66,16 @@ class Transport:
         self.timeout = timeout
         self.retries = max(0, retries)
         self.backoff = backoff
-        self.session = session or requests.Session()
+        if session is None:
+            session = requests.Session()
+            # requests reads the environment (proxies, CA bundle, .netrc) again for every request,
+            # walking all of os.environ (a sixth of a resume's CPU in a worker). Every request
+            # goes to this one server: read it once, now. (.netrc is not read: the key is ours.)
+            found = session.merge_environment_settings(self.base_url, {}, None, None, None)
+            session.proxies.update(found["proxies"])
+            session.verify = found["verify"]
+            session.trust_env = False
+        self.session = session
         if auth == "bearer":
             self.session.headers["Authorization"] = f"Bearer {api_key}"
         else:

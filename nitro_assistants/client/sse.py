@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+_LINE_END = re.compile(r"[\r\n]")
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,10 @@ def parse_sse(chunks: Iterable[bytes | str]) -> Iterator[ServerSentEvent]:
         pending_cr = False
         buffer += text
         while True:
-            idx = next((i for i, ch in enumerate(buffer) if ch in "\r\n"), -1)
-            if idx < 0:
+            found = _LINE_END.search(buffer)
+            if found is None:
                 return
+            idx = found.start()
             line, sep = buffer[:idx], buffer[idx]
             if sep == "\r":
                 if idx + 1 < len(buffer):
