@@ -202,6 +202,33 @@ def through_celery(threads: int, timeout: float) -> float:
         time.sleep(0.1)
 
 
+def server_queue(log: Path, last: int) -> dict[str, float]:
+    """What the server logged of its last ``last`` runs: ms each waited in its queue before a
+    job slot took it (mean, p90, share over 500 ms) and ms each ran (mean)."""
+    import re
+
+    ansi = re.compile(r"\x1b\[[0-9;]*m")
+    waits, runs = [], []
+    for line in log.read_text(errors="replace").splitlines():
+        line = ansi.sub("", line)
+        if "Background run succeeded" not in line:
+            continue
+        fields = dict(re.findall(r"(\w+)=(\S+)", line))
+        if "run_wait_time_ms" in fields and "run_exec_ms" in fields:
+            waits.append(int(fields["run_wait_time_ms"]))
+            runs.append(int(fields["run_exec_ms"]))
+    waits, runs = waits[-last:], runs[-last:]
+    if not waits:
+        return {}
+    ordered = sorted(waits)
+    return {
+        "wait": sum(waits) / len(waits),
+        "wait p90": ordered[int(0.9 * (len(ordered) - 1))],
+        "waited > 500 ms": 100 * sum(w > 500 for w in waits) / len(waits),
+        "ran": sum(runs) / len(runs),
+    }
+
+
 def stages(threads: int) -> dict[str, float]:
     """Mean seconds of each stage of the last ``threads`` flows, from the rows' timestamps."""
     from nitro_assistants.models import Decision, Run
@@ -352,11 +379,13 @@ def main() -> int:
                 lambda: through_celery(threads, timeout), groups()
             )
             celery_stages = stages(threads)
+            celery_queue = server_queue(server.log_path, 2 * threads)
             fresh_server(f"{i}-sdk")
             through_sdk(server.url, warm_up, concurrency)
             sdk_seconds, sdk_cpu = measured(
                 lambda: through_sdk(server.url, threads, concurrency), groups()
             )
+            sdk_queue = server_queue(server.log_path, 2 * threads)
             rounds.append((celery_seconds, sdk_seconds))
     finally:
         stop_workers(workers)
@@ -395,6 +424,17 @@ def main() -> int:
     )
     per_call = sdk_seconds * concurrency / (2 * threads)
     print(f"- SDK: {per_call:.2f} s per `runs/wait` call at this concurrency (two per flow)")
+    print(
+        "- the server's own log, last round (`run_wait_time_ms`: queued until one of its 10 job "
+        "slots took the run; `run_exec_ms`: running):"
+    )
+    for label, queue_stats in (("Celery", celery_queue), ("SDK", sdk_queue)):
+        if queue_stats:
+            print(
+                f"  - {label}: queued {queue_stats['wait']:.0f} ms on average "
+                f"(p90 {queue_stats['wait p90']:.0f} ms, {queue_stats['waited > 500 ms']:.0f} % "
+                f"over 500 ms), ran {queue_stats['ran']:.0f} ms"
+            )
     print("- mean seconds per stage of a flow through Celery (last round):")
     for name, seconds in celery_stages.items():
         print(f"  - {name}: {seconds:.2f}")
