@@ -105,8 +105,8 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
         .distinct()
         .order_by("-pk")
     )
-    pending_now = [r for r in open_reviews if r.status == Review.Status.PENDING]
-    current = min(pending_now, key=lambda r: (r.requested_at, r.pk)) if pending_now else None
+    # At most one is pending (nitro_assistants_one_pending_review).
+    current = next((r for r in open_reviews if r.status == Review.Status.PENDING), None)
     if pending is None:
         if current is not None:
             supersede(current, reason="vanished")

@@ -140,24 +140,18 @@ def claim_run(pk: Any) -> Run:
     """Count an attempt at a run and mark it (and its thread) running, committed before anything
     is sent: a later delivery that sees ``attempts > 1`` looks for the remote run first.
 
-    Three statements, no transaction of their own: the update waits for a delivery of this run
+    Single statements, no transaction of their own: the update waits for a delivery of this run
     still going on (it holds the row), then finds the run finished and changes nothing."""
-    now = timezone.now()
-    unfinished = Run.objects.filter(pk=pk).exclude(status__in=Run.FINISHED)
-    first = unfinished.filter(attempts=0).update(
-        attempts=1, status=Run.Status.RUNNING, started_at=now
+    Run.objects.filter(pk=pk).exclude(status__in=Run.FINISHED).update(
+        attempts=F("attempts") + 1,
+        status=Run.Status.RUNNING,
+        started_at=Coalesce("started_at", Value(timezone.now())),
     )
-    if not first:
-        unfinished.update(
-            attempts=F("attempts") + 1,
-            status=Run.Status.RUNNING,
-            started_at=Coalesce("started_at", Value(now)),
-        )
     run = Run.objects.select_related("thread").get(pk=pk)
     if run.finished:
         return run
     Thread.objects.filter(pk=run.thread_id).update(status=Thread.Status.BUSY)
-    if first:
+    if run.attempts == 1:
         record_event(run.thread, "run_started", run=run)
     return run
 
