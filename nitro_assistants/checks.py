@@ -54,6 +54,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="nitro_assistants.E004",
             )
         )
+    limit = app_settings.MAX_CONCURRENT_REQUESTS
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        errors.append(
+            Error(
+                f"NITRO_ASSISTANTS['MAX_CONCURRENT_REQUESTS'] is {limit!r}.",
+                hint="Use a positive integer (requests per process), or None for no limit.",
+                id="nitro_assistants.E009",
+            )
+        )
     if app_settings.RUN_MODE not in ("wait", "background"):
         errors.append(
             Error(

@@ -15,6 +15,7 @@ class AppSettings:
         "USER_ID": "default-user",
         "AUTH": "bearer",
         "TIMEOUT": 60.0,
+        "MAX_CONCURRENT_REQUESTS": None,
         "DEFINITIONS": {},
         "DELIVERY_PENDING_AFTER": 300,
         "RUN_MODE": "wait",
@@ -51,6 +52,13 @@ class AppSettings:
     @property
     def TIMEOUT(self) -> float:
         return float(self._setting("TIMEOUT"))
+
+    @property
+    def MAX_CONCURRENT_REQUESTS(self) -> Any:
+        """Requests one process sends the Assistants server at once, across its threads (None:
+        no limit). With more worker threads than this, a thread that has finished its database
+        work waits for a slot, ready to send, instead of adding to the server's queue."""
+        return self._setting("MAX_CONCURRENT_REQUESTS")
 
     @property
     def DEFINITIONS(self) -> dict[str, dict[str, Any]]:
@@ -114,6 +122,7 @@ class AppSettings:
             "user_id": self.USER_ID,
             "auth": self.AUTH,
             "timeout": self.TIMEOUT,
+            "max_concurrent_requests": self.MAX_CONCURRENT_REQUESTS,
             "definitions": {
                 key: {"api_key": d.get("api_key", ""), "assistant_id": d.get("assistant_id", "")}
                 for key, d in self.DEFINITIONS.items()

@@ -106,6 +106,7 @@ class Assistants:
         backoff: float = 0.25,
         seed_as_node: str | None = "model",
         session: requests.Session | None = None,
+        max_concurrent_requests: int | None = None,
     ) -> None:
         if not isinstance(api_key, str) or not api_key.strip():
             raise ConfigurationError("api_key must not be blank")
@@ -121,6 +122,7 @@ class Assistants:
             retries=retries,
             backoff=backoff,
             session=session,
+            max_concurrent_requests=max_concurrent_requests,
         )
         self._graph_ids: dict[str, str] = {}
 
@@ -338,7 +340,8 @@ class Assistants:
         except TransportError as exc:
             raise error(str(exc), transient=True) from None
         if not response.ok:
-            raise _error(error, detail_of(response), response)
+            with response:  # gives its request slot back
+                raise _error(error, detail_of(response), response)
 
         def events() -> Iterator[ServerSentEvent]:
             with response:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,11 +40,34 @@ def detail_of(response: requests.Response) -> str:
     return response.text.strip()[:2000]
 
 
+def _nothing() -> None:
+    return None
+
+
+def _release_on_close(response: requests.Response, release: Any) -> None:
+    """Give the request slot back when a streamed response is closed, or, if nobody closes it,
+    when it is garbage collected (so a dropped stream cannot hold a slot for good)."""
+    weakref.finalize(response, release)
+    this = weakref.ref(response)  # not the bound method: no cycle keeps the response alive
+
+    def close_and_release() -> None:
+        try:
+            found = this()
+            if found is not None:
+                type(found).close(found)
+        finally:
+            release()
+
+    response.close = close_and_release  # type: ignore[method-assign]
+
+
 class Transport:
     """Sends requests to one Assistants server with one ``requests.Session``.
 
     Idempotent requests are retried with exponential backoff and jitter on connection errors,
-    timeouts and 502/503/504; others are sent once. The API key lives only in the session's
+    timeouts and 502/503/504; others are sent once. With ``max_concurrent_requests`` at most that
+    many requests are in flight at once (a streamed one until it is closed); other threads wait
+    for a slot, up to the read timeout. The API key lives only in the session's
     headers: it never appears in an exception message, a log line or a ``repr``.
     """
 
@@ -56,6 +81,7 @@ class Transport:
         retries: int = 3,
         backoff: float = 0.25,
         session: requests.Session | None = None,
+        max_concurrent_requests: int | None = None,
     ) -> None:
         if auth not in AUTH_SCHEMES:
             raise ConfigurationError(f"auth must be one of {', '.join(AUTH_SCHEMES)}; got {auth!r}")
@@ -66,6 +92,21 @@ class Transport:
         self.timeout = timeout
         self.retries = max(0, retries)
         self.backoff = backoff
+        if max_concurrent_requests is not None and (
+            isinstance(max_concurrent_requests, bool)
+            or not isinstance(max_concurrent_requests, int)
+            or max_concurrent_requests < 1
+        ):
+            raise ConfigurationError(
+                "max_concurrent_requests must be a positive integer or None; "
+                f"got {max_concurrent_requests!r}"
+            )
+        self.max_concurrent_requests = max_concurrent_requests
+        # Requests in flight at once from this transport (all threads): a thread that finished
+        # its own work waits here, ready, instead of adding to the server's queue.
+        self._slots = (
+            threading.BoundedSemaphore(max_concurrent_requests) if max_concurrent_requests else None
+        )
         if session is None:
             session = requests.Session()
             # requests reads the environment (proxies, CA bundle, .netrc) again for every request,
@@ -105,6 +146,7 @@ class Transport:
         attempts = 1 + (self.retries if idempotent else 0)
         url = f"{self.base_url}{path}"
         for attempt in range(1, attempts + 1):
+            release = self._take_slot(method, path)
             started = time.monotonic()
             self.requests_sent += 1
             try:
@@ -112,12 +154,20 @@ class Transport:
                     method, url, json=json, params=params, timeout=self.timeout, stream=stream
                 )
             except (requests.ConnectionError, requests.Timeout) as exc:
+                release()
                 reason = "timed out" if isinstance(exc, requests.Timeout) else "connection failed"
                 logger.warning("%s %s %s (attempt %d/%d)", method, path, reason, attempt, attempts)
                 if attempt < attempts:
                     self._sleep(attempt)
                     continue
                 raise TransportError(f"{method} {path}: {reason} ({type(exc).__name__})") from None
+            except BaseException:
+                release()
+                raise
+            if stream:
+                _release_on_close(response, release)
+            else:
+                release()  # the body has been read: the connection is back in the pool
             logger.debug(
                 "%s %s -> %d in %.0f ms",
                 method,
@@ -131,6 +181,29 @@ class Transport:
                 continue
             return response
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _take_slot(self, method: str, path: str) -> Any:
+        """Wait for one of the ``max_concurrent_requests`` slots; returns what gives it back
+        (callable any number of times, it gives the slot back once)."""
+        if self._slots is None:
+            return _nothing
+        wait = self.timeout[1] if isinstance(self.timeout, tuple) else self.timeout
+        if not self._slots.acquire(timeout=wait):
+            raise TransportError(
+                f"{method} {path}: no request slot came free within {wait:g} s "
+                f"(max_concurrent_requests={self.max_concurrent_requests})"
+            )
+        slots = self._slots
+        given_back = threading.Lock()
+        state = {"held": True}
+
+        def release() -> None:
+            with given_back:
+                if state["held"]:
+                    state["held"] = False
+                    slots.release()
+
+        return release
 
     def _sleep(self, attempt: int) -> None:
         delay = self.backoff * 2 ** (attempt - 1)

@@ -169,6 +169,7 @@ class Registry:
     """Assistants by key, from a config like ``settings.NITRO_ASSISTANTS``::
 
         {"base_url": ..., "user_id": ..., "auth": "bearer", "timeout": ...,
+         "max_concurrent_requests": None,
          "definitions": {"virtual-confirmation": {"api_key": ..., "assistant_id": ...}}}
 
     Upper-case keys (``BASE_URL``, ``DEFINITIONS``) are read too. Clients are shared between
@@ -183,6 +184,7 @@ class Registry:
         self.user_id = get("user_id", DEFAULT_USER_ID)
         self.auth = get("auth", "bearer")
         self.timeout = get("timeout", (5.0, 300.0))
+        self.max_concurrent_requests = get("max_concurrent_requests")
         definitions = get("definitions") or {}
         if not isinstance(definitions, Mapping):
             raise ConfigurationError("definitions must be a mapping of key to definition")
@@ -221,10 +223,18 @@ class Registry:
 
     def _client(self, api_key: str) -> Assistants:
         timeout = tuple(self.timeout) if isinstance(self.timeout, list) else self.timeout
-        cache_key = (self.base_url, api_key, self.user_id, self.auth, timeout)
+        limit = self.max_concurrent_requests
+        cache_key = (self.base_url, api_key, self.user_id, self.auth, timeout, limit)
         with _clients_lock:
             client = _clients.get(cache_key)
             if client is None:
-                client = Assistants(self.base_url, api_key, self.user_id, self.auth, timeout)
+                client = Assistants(
+                    self.base_url,
+                    api_key,
+                    self.user_id,
+                    self.auth,
+                    timeout,
+                    max_concurrent_requests=limit,
+                )
                 _clients[cache_key] = client
             return client

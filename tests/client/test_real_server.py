@@ -748,3 +748,54 @@ def test_a_held_pause_the_thread_moved_past_is_superseded_not_applied(
     assert other.thread_state(thread_id=thread_id)["checkpoint"] == checkpoint
     moved = tool_messages(other.thread_messages(thread_id=thread_id))
     assert [m["status"] for m in moved] == ["success"], "the approved tool ran once, no rejection"
+
+
+def test_a_request_limit_holds_on_the_real_server(langgraph_server: Any) -> None:
+    """Four threads, two request slots: every run pauses as it should, never more than two
+    requests in flight (the streamed resume holds its slot until its events are read)."""
+    import threading
+
+    client = Assistants(
+        base_url=langgraph_server.url,
+        api_key="test-key",
+        user_id="tests",
+        max_concurrent_requests=2,
+    )
+    session_request = client.transport.session.request
+    lock = threading.Lock()
+    counts = {"in_flight": 0, "most": 0}
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            counts["in_flight"] += 1
+            counts["most"] = max(counts["most"], counts["in_flight"])
+        try:
+            return session_request(*args, **kwargs)
+        finally:
+            with lock:
+                counts["in_flight"] -= 1
+
+    client.transport.session.request = counted  # type: ignore[method-assign]
+    outcomes: list[str] = []
+
+    def flow() -> None:
+        thread_id = str(uuid.uuid4())
+        paused = client.run(thread_id=thread_id, assistant_id="tools", messages=[CUSTOMER])
+        assert paused.review is not None
+        call = paused.review.tool_calls[0]
+        done = client.review(
+            thread_id=thread_id,
+            assistant_id="tools",
+            reviewer_id="ana",
+            tool_calls=[{"id": call["id"], "action": "approve"}],
+            pending=paused.review,
+        )
+        outcomes.append(str(done.reply))
+
+    threads = [threading.Thread(target=flow) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(outcomes) == 4 and all(reply.startswith("Done!") for reply in outcomes)
+    assert counts["most"] == 2

@@ -26,6 +26,8 @@ def test_test_settings_pass(settings: Any) -> None:
         ({"RUN_MODE": "later"}, "nitro_assistants.E005"),
         ({"WEBHOOK_URL": "ftp://x"}, "nitro_assistants.E006"),
         ({"WEBHOOK_URL": "https://x/h/", "WEBHOOK_SECRET": ""}, "nitro_assistants.E007"),
+        ({"MAX_CONCURRENT_REQUESTS": 0}, "nitro_assistants.E009"),
+        ({"MAX_CONCURRENT_REQUESTS": "10"}, "nitro_assistants.E009"),
     ],
 )
 def test_each_misconfiguration_has_its_id(settings: Any, config: dict[str, Any], expected: str):
@@ -46,3 +48,11 @@ def test_no_celery_app_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(_state, "get_current_app", lambda: Celery(set_as_current=False))
     assert [message.id for message in check_settings()] == ["nitro_assistants.E008"]
+
+
+def test_a_request_limit_reaches_the_client(settings: Any) -> None:
+    import nitro_assistants
+
+    assert ids(settings, MAX_CONCURRENT_REQUESTS=6) == []
+    transport = nitro_assistants.assistants()["tools"].client.transport
+    assert transport.max_concurrent_requests == 6
