@@ -2,12 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.db import transaction
 from django.dispatch import Signal
 
 from nitro_assistants.models import Event, Review, Run, Thread
+
+#: Events recorded inside :func:`events_batched`, written together when it ends.
+_batch: ContextVar[list[Event] | None] = ContextVar("nitro_assistants_event_batch", default=None)
+
+
+@contextmanager
+def events_batched() -> Iterator[None]:
+    """Write the events recorded inside in one INSERT when the block ends (in the caller's
+    transaction: the events commit or roll back with the rows they describe). A block that raises
+    writes none of them, as a rolled-back transaction would not."""
+    if _batch.get() is not None:  # already batching: the outer block writes them
+        yield
+        return
+    pending: list[Event] = []
+    token = _batch.set(pending)
+    try:
+        yield
+    finally:
+        _batch.reset(token)
+    if pending:
+        Event.objects.bulk_create(pending)
 
 
 def record_event(
@@ -28,9 +52,13 @@ def record_event(
             "status": review.status,
             **data,
         }
-    return Event.objects.create(
-        thread=thread, review=review, run=run, actor=actor, verb=verb, data=data
-    )
+    event = Event(thread=thread, review=review, run=run, actor=actor, verb=verb, data=data)
+    pending = _batch.get()
+    if pending is not None:
+        pending.append(event)
+    else:
+        event.save()
+    return event
 
 
 def send_on_commit(signal: Signal, sender: type, **kwargs: Any) -> None:

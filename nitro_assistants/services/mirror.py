@@ -12,26 +12,27 @@ from django.utils import timezone
 
 from nitro_assistants import signals
 from nitro_assistants.models import Decision, Review, Run, Thread
-from nitro_assistants.services.audit import record_event, send_on_commit
+from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
 
 
 def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str, Any]]) -> Run:
     """Mirror a finished (or paused) run: the thread snapshot, its review, its deliveries."""
-    now = timezone.now()
-    pending = result.review if result.interrupted else None
-    thread.values = {"messages": messages}
-    thread.status = Thread.Status.INTERRUPTED if result.interrupted else Thread.Status.IDLE
-    thread.synced_at = now
-    thread.save(update_fields=["values", "status", "synced_at", "updated_at"])
-    run.status = Run.Status.INTERRUPTED if result.interrupted else Run.Status.SUCCEEDED
-    run.reply = result.reply or ""
-    run.finished_at = now
-    run.remote_run_id = run.remote_run_id or str(getattr(result, "run_id", None) or "")
-    run.save(update_fields=["status", "reply", "finished_at", "remote_run_id"])
-    record_event(thread, f"run_{run.status}", run=run, reply=run.reply)
-    mirror_pending(thread, run, pending)
-    record_deliveries(thread, messages, run=run)
+    with events_batched():
+        now = timezone.now()
+        pending = result.review if result.interrupted else None
+        thread.values = {"messages": messages}
+        thread.status = Thread.Status.INTERRUPTED if result.interrupted else Thread.Status.IDLE
+        thread.synced_at = now
+        thread.save(update_fields=["values", "status", "synced_at", "updated_at"])
+        run.status = Run.Status.INTERRUPTED if result.interrupted else Run.Status.SUCCEEDED
+        run.reply = result.reply or ""
+        run.finished_at = now
+        run.remote_run_id = run.remote_run_id or str(getattr(result, "run_id", None) or "")
+        run.save(update_fields=["status", "reply", "finished_at", "remote_run_id"])
+        record_event(thread, f"run_{run.status}", run=run, reply=run.reply)
+        mirror_pending(thread, run, pending)
+        record_deliveries(thread, messages, run=run)
     return run
 
 

@@ -22,7 +22,7 @@ from nitro_assistants.exceptions import (
 )
 from nitro_assistants.models import Decision, Review, Run, Thread
 from nitro_assistants.services import clients
-from nitro_assistants.services.audit import record_event, send_on_commit
+from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.interactions import INTERACTION_KINDS, decide_interaction
 from nitro_assistants.services.mirror import record_result, supersede
@@ -283,17 +283,21 @@ def _review_arguments(record: Decision, thread: Thread) -> dict[str, Any]:
 
 
 def _applied(record: Decision, review: Review, run: Run, result: Any, messages: Any) -> None:
-    """The decision took effect: record it and mirror the resumed run (it may pause again)."""
-    thread = Thread.objects.select_for_update().get(pk=review.thread_id)
-    record.outcome = Decision.Outcome.APPLIED
-    record.applied_at = timezone.now()
-    record.save(update_fields=["outcome", "applied_at"])
-    if review.kind not in INTERACTION_KINDS:  # an interaction keeps its own status
-        review.status = Review.Status.APPLIED
-        review.closed_at = record.applied_at
-        review.save(update_fields=["status", "closed_at"])
-    record_event(thread, "review_applied", review=review, run=run)
-    record_result(thread, run, result, messages)
+    """The decision took effect: record it and mirror the resumed run (it may pause again).
+
+    The thread's row is locked by record_result's UPDATE of it (a new message on the thread
+    waits for this to commit); nothing here reads the thread's columns that it rewrites."""
+    thread = review.thread
+    with events_batched():
+        record.outcome = Decision.Outcome.APPLIED
+        record.applied_at = timezone.now()
+        record.save(update_fields=["outcome", "applied_at"])
+        if review.kind not in INTERACTION_KINDS:  # an interaction keeps its own status
+            review.status = Review.Status.APPLIED
+            review.closed_at = record.applied_at
+            review.save(update_fields=["status", "closed_at"])
+        record_event(thread, "review_applied", review=review, run=run)
+        record_result(thread, run, result, messages)
 
 
 def collect_resume(run: Run, *, wait: bool) -> Run:

@@ -18,7 +18,7 @@ from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError, RunError
 from nitro_assistants.models import Run, Thread
 from nitro_assistants.services import clients
-from nitro_assistants.services.audit import record_event, send_on_commit
+from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.mirror import record_result
 
@@ -53,7 +53,7 @@ def start_run(
     from nitro_assistants.services.reviews import supersede_pending_review
 
     payload = _normalize_messages(messages)
-    with transaction.atomic():
+    with transaction.atomic(), events_batched():
         if isinstance(thread, str):
             clients.assistant_for(
                 thread

@@ -39,3 +39,38 @@ def test_events_are_append_only() -> None:
     with pytest.raises(NitroAssistantsError, match="append-only"):
         event.delete()
     assert Event.objects.get(pk=event.pk).verb == "note"
+
+
+def test_batched_events_are_written_together_in_order_and_roll_back_with_the_block() -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from nitro_assistants.services.audit import events_batched, record_event
+
+    thread = ThreadFactory()
+    with CaptureQueriesContext(connection) as queries, transaction.atomic(), events_batched():
+        record_event(thread, "first")
+        with events_batched():  # nested: the outer block writes them
+            record_event(thread, "second", note="x")
+        assert not Event.objects.filter(thread=thread).exists()  # not written yet
+        record_event(thread, "third")
+    inserts = [
+        q["sql"] for q in queries if q["sql"].startswith('INSERT INTO "nitro_assistants_event"')
+    ]
+    assert len(inserts) == 1
+    assert list(Event.objects.filter(thread=thread).values_list("verb", flat=True)) == [
+        "first",
+        "second",
+        "third",
+    ]
+
+    def fail() -> None:
+        with transaction.atomic(), events_batched():
+            record_event(thread, "lost")
+            raise RuntimeError("the block failed")
+
+    with pytest.raises(RuntimeError):
+        fail()
+    assert not Event.objects.filter(thread=thread, verb="lost").exists()
+    record_event(thread, "unbatched")  # outside a block: written at once
+    assert Event.objects.filter(thread=thread, verb="unbatched").exists()
