@@ -7,7 +7,11 @@ Real ``langgraph dev`` servers (in-memory runtime, ``--n-jobs-per-worker 10``) r
 ``reschedule_appointment`` call; approving it runs the tool and the model answers.
 
 - **Celery**: ``services.start_run`` for every thread at once; two ``celery worker`` processes
-  (thread pool, ``--concurrency`` split between them) run and mirror them; this process decides
+  run and mirror them, with ``MAX_CONCURRENT_REQUESTS`` set so that together they keep at most
+  ``--concurrency`` requests in flight at the server, as the SDK side does; each has twice that
+  many threads (``--worker-threads``), so a thread that has finished its database work is ready
+  to send as soon as a request slot frees (without them, the flows' database work leaves the
+  server's queue empty and its scheduler sleeps, see docs/benchmarks.md). This process decides
   each review as soon as it appears (``services.decide``, approve) and the workers resume them. Ends
   when every decision is applied. Real Redis (``NITRO_BENCH_BROKER_URL``, default
   ``redis://127.0.0.1:6379/3``, a queue of its own), real Postgres (a scratch database, created
@@ -15,7 +19,7 @@ Real ``langgraph dev`` servers (in-memory runtime, ``--n-jobs-per-worker 10``) r
 - **SDK**: ``--concurrency`` threads, each flow ``threads.create`` → ``runs.wait`` (pauses) →
   ``runs.wait`` with ``command.resume`` (approve), with ``langgraph_sdk``'s sync client.
 
-Rounds (``--rounds``, default 3) alternate the two sides; each side of each round gets a fresh
+Rounds (``--rounds``, default 5) alternate the two sides; each side of each round gets a fresh
 server on the same port, warmed up with ``--concurrency`` flows of its own (the in-memory runtime
 scans every run it holds to pick the next one, so a server that already ran the other side's
 flows is slower). Prints the median round's throughputs and ratio Celery / SDK (goal ≥ 0.8),
@@ -202,13 +206,16 @@ def through_celery(threads: int, timeout: float) -> float:
         time.sleep(0.1)
 
 
-def server_queue(log: Path, last: int) -> dict[str, float]:
+def server_queue(log: Path, last: int, jobs: int = 10) -> dict[str, float]:
     """What the server logged of its last ``last`` runs: ms each waited in its queue before a
-    job slot took it (mean, p90, share over 500 ms) and ms each ran (mean)."""
+    job slot took it (mean, p90, share over 500 ms), ms each ran (mean), and the stretches over
+    100 ms when a job slot stood free while runs waited (the scheduler asleep: the in-memory
+    runtime sleeps 0.5 s when it finds its queue empty, then takes only runs created before)."""
     import re
+    from datetime import datetime
 
     ansi = re.compile(r"\x1b\[[0-9;]*m")
-    waits, runs = [], []
+    waits, runs, spans = [], [], []
     for line in log.read_text(errors="replace").splitlines():
         line = ansi.sub("", line)
         if "Background run succeeded" not in line:
@@ -217,15 +224,41 @@ def server_queue(log: Path, last: int) -> dict[str, float]:
         if "run_wait_time_ms" in fields and "run_exec_ms" in fields:
             waits.append(int(fields["run_wait_time_ms"]))
             runs.append(int(fields["run_exec_ms"]))
-    waits, runs = waits[-last:], runs[-last:]
+            spans.append(
+                tuple(
+                    datetime.fromisoformat(fields[f"run_{name}"]).timestamp()
+                    for name in ("created_at", "started_at", "ended_at")
+                )
+            )
+    waits, runs, spans = waits[-last:], runs[-last:], spans[-last:]
     if not waits:
         return {}
+    events = sorted(
+        [(created, 1, 0) for created, _, _ in spans]
+        + [(started, -1, 1) for _, started, _ in spans]
+        + [(ended, 0, -1) for _, _, ended in spans]
+    )
+    pending = running = 0
+    idle_since: float | None = None
+    stretches: list[float] = []
+    for at, pending_change, running_change in events:
+        pending += pending_change
+        running += running_change
+        idle = running < jobs and pending > 0
+        if idle and idle_since is None:
+            idle_since = at
+        elif not idle and idle_since is not None:
+            if at - idle_since > 0.1:
+                stretches.append(at - idle_since)
+            idle_since = None
     ordered = sorted(waits)
     return {
         "wait": sum(waits) / len(waits),
         "wait p90": ordered[int(0.9 * (len(ordered) - 1))],
         "waited > 500 ms": 100 * sum(w > 500 for w in waits) / len(waits),
         "ran": sum(runs) / len(runs),
+        "stalls": len(stretches),
+        "stalled s": sum(stretches),
     }
 
 
@@ -301,18 +334,26 @@ def main() -> int:
     parser.add_argument(
         "--rounds",
         type=int,
-        default=3,
-        help="rounds of Celery then SDK, interleaved on the same server (default 3)",
+        default=5,
+        help="rounds of Celery then SDK, interleaved, each side on a fresh server (default 5)",
     )
     parser.add_argument(
         "--concurrency",
         type=int,
         default=20,
-        help="flows in flight on each side: SDK threads, and Celery worker threads over "
-        f"{WORKERS} processes (default 20)",
+        help="flows in flight at the server on each side: SDK threads, and the Celery workers' "
+        f"MAX_CONCURRENT_REQUESTS over {WORKERS} processes (default 20)",
+    )
+    parser.add_argument(
+        "--worker-threads",
+        type=int,
+        default=0,
+        help="threads per Celery worker process (default: twice its request slots)",
     )
     args = parser.parse_args()
     threads, concurrency = max(1, args.threads), max(WORKERS, args.concurrency)
+    slots = concurrency // WORKERS
+    worker_threads = args.worker_threads or 2 * slots
 
     db_name = f"nitro_bench_throughput_{os.getpid()}"
     queue = f"nitro-bench-{uuid.uuid4().hex[:8]}"
@@ -323,6 +364,7 @@ def main() -> int:
             "NITRO_TEST_DB_NAME": db_name,
             "NITRO_TEST_BROKER_URL": broker_url,
             "NITRO_TEST_QUEUE": queue,
+            "NITRO_TEST_MAX_CONCURRENT_REQUESTS": str(slots),
         }
     )
     from tests.langgraph_server import LangGraphServer, free_port
@@ -356,7 +398,7 @@ def main() -> int:
         import tests.celery_app  # noqa: F401  (the app .delay() sends with)
 
         call_command("migrate", verbosity=0)
-        workers = start_workers(WORKERS, concurrency // WORKERS, dict(os.environ), workdir)
+        workers = start_workers(WORKERS, worker_threads, dict(os.environ), workdir)
         wait_workers_ready(queue, WORKERS)
         timeout = 60 + threads * 3.0
         warm_up = min(concurrency, threads)
@@ -387,6 +429,12 @@ def main() -> int:
             )
             sdk_queue = server_queue(server.log_path, 2 * threads)
             rounds.append((celery_seconds, sdk_seconds))
+        # Would the SDK side go faster with as many threads as the Celery side has? (No: at
+        # --concurrency requests in flight the server's job slots are already always busy.)
+        wide = WORKERS * worker_threads
+        fresh_server("wide")
+        through_sdk(server.url, wide, wide)
+        wide_seconds = through_sdk(server.url, threads, wide)
     finally:
         stop_workers(workers)
         server.stop()
@@ -408,12 +456,16 @@ def main() -> int:
     print("| path | seconds | flows/s |")
     print("|---|---:|---:|")
     print(
-        f"| Celery: {WORKERS} worker processes × {concurrency // WORKERS} threads, "
-        f"Redis, Postgres | {celery_seconds:.1f} | {celery_rate:.2f} |"
+        f"| Celery: {WORKERS} worker processes × {worker_threads} threads, at most {slots} "
+        f"requests in flight each, Redis, Postgres | {celery_seconds:.1f} | {celery_rate:.2f} |"
     )
     print(
         f"| `langgraph_sdk` sync client, {concurrency} threads | {sdk_seconds:.1f} "
         f"| {sdk_rate:.2f} |"
+    )
+    print(
+        f"| `langgraph_sdk` sync client, {wide} threads (as many as the Celery side has; "
+        f"one run) | {wide_seconds:.1f} | {threads / wide_seconds:.2f} |"
     )
     print(
         f"\n- ratio Celery / SDK: **{ratio:.2f}** (goal ≥ 0.8: {verdict}), the median of {len(rounds)} rounds"
@@ -433,7 +485,9 @@ def main() -> int:
             print(
                 f"  - {label}: queued {queue_stats['wait']:.0f} ms on average "
                 f"(p90 {queue_stats['wait p90']:.0f} ms, {queue_stats['waited > 500 ms']:.0f} % "
-                f"over 500 ms), ran {queue_stats['ran']:.0f} ms"
+                f"over 500 ms), ran {queue_stats['ran']:.0f} ms; job slots stood free while runs "
+                f"waited {queue_stats['stalls']:.0f} times for over 100 ms, "
+                f"{queue_stats['stalled s']:.1f} s in all"
             )
     print("- mean seconds per stage of a flow through Celery (last round):")
     for name, seconds in celery_stages.items():

@@ -100,6 +100,8 @@ NITRO_ASSISTANTS = {
     "BASE_URL": env.str("ASSISTANTS_URL", default="http://127.0.0.1:2024"),
     "USER_ID": env.str("ASSISTANTS_USER_ID", default="reviewsite"),
     "AUTH": env.str("ASSISTANTS_AUTH", default="bearer"),
+    # Requests each process keeps in flight at the server (0: no limit); see docs/django.md.
+    "MAX_CONCURRENT_REQUESTS": env.int("ASSISTANTS_MAX_CONCURRENT_REQUESTS", default=0) or None,
     "DEFINITIONS": {
         "virtual-confirmation": {
             "api_key": env.str("VC_KEY", default="local-dev-key"),

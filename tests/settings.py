@@ -71,6 +71,9 @@ NITRO_ASSISTANTS = {
     "USER_ID": "tests",
     "AUTH": "bearer",
     "TIMEOUT": 30,
+    # bench/throughput.py sets it for its workers (requests per worker process).
+    "MAX_CONCURRENT_REQUESTS": int(os.environ.get("NITRO_TEST_MAX_CONCURRENT_REQUESTS") or 0)
+    or None,
     "DEFINITIONS": {
         "walkthrough": {"api_key": "test-key", "assistant_id": "walkthrough"},
         "tools": {"api_key": "test-key", "assistant_id": "tools"},
