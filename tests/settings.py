@@ -71,8 +71,9 @@ NITRO_ASSISTANTS = {
     "USER_ID": "tests",
     "AUTH": "bearer",
     "TIMEOUT": 30,
-    # bench/throughput.py sets it for its workers (requests per worker process).
-    "MAX_CONCURRENT_REQUESTS": int(os.environ.get("NITRO_TEST_MAX_CONCURRENT_REQUESTS") or 0)
+    # Every real flow of the suite goes through the cap (a slot a stream failed to give back would
+    # hang a test); bench/throughput.py sets its own (requests per worker process); 0: none.
+    "MAX_CONCURRENT_REQUESTS": int(os.environ.get("NITRO_TEST_MAX_CONCURRENT_REQUESTS", "10"))
     or None,
     "DEFINITIONS": {
         "walkthrough": {"api_key": "test-key", "assistant_id": "walkthrough"},
