@@ -17,6 +17,7 @@ from nitro_assistants.exceptions import ConfigurationError
 logger = logging.getLogger("nitro_assistants.client")
 
 TRANSIENT_STATUSES = frozenset({502, 503, 504})
+DEFAULT_POOL_SIZE = 10  # connections requests keeps per host
 AUTH_SCHEMES = ("bearer", "x-api-key")
 Timeout = float | tuple[float, float]
 
@@ -116,6 +117,11 @@ class Transport:
             session.proxies.update(found["proxies"])
             session.verify = found["verify"]
             session.trust_env = False
+            if max_concurrent_requests and max_concurrent_requests > DEFAULT_POOL_SIZE:
+                # Keep a connection for every slot: requests keeps 10 and drops the rest.
+                adapter = requests.adapters.HTTPAdapter(pool_maxsize=max_concurrent_requests)
+                session.mount("http://", adapter)
+                session.mount("https://", adapter)
         self.session = session
         if auth == "bearer":
             self.session.headers["Authorization"] = f"Bearer {api_key}"

@@ -192,3 +192,10 @@ def test_the_registry_builds_clients_with_the_limit() -> None:
         {"base_url": BASE, "definitions": {"a": {"api_key": "k-a", "assistant_id": "a"}}}
     )
     assert unlimited["a"].client.transport.max_concurrent_requests is None
+
+
+def test_every_slot_keeps_its_connection() -> None:
+    wide = Transport(BASE, KEY, max_concurrent_requests=32)
+    assert wide.session.get_adapter(BASE)._pool_maxsize == 32  # type: ignore[attr-defined]
+    narrow = Transport(BASE, KEY, max_concurrent_requests=4)
+    assert narrow.session.get_adapter(BASE)._pool_maxsize == 10  # type: ignore[attr-defined]
