@@ -7,6 +7,7 @@ from urllib.parse import urlparse
 
 from django.core.checks import CheckMessage, Error, register
 
+from nitro_assistants.client.http import is_request_limit
 from nitro_assistants.conf import app_settings
 
 
@@ -55,7 +56,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     limit = app_settings.MAX_CONCURRENT_REQUESTS
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+    if not is_request_limit(limit):
         errors.append(
             Error(
                 f"NITRO_ASSISTANTS['MAX_CONCURRENT_REQUESTS'] is {limit!r}.",

@@ -41,6 +41,11 @@ def detail_of(response: requests.Response) -> str:
     return response.text.strip()[:2000]
 
 
+def is_request_limit(value: Any) -> bool:
+    """True for a valid ``max_concurrent_requests``: a positive integer, or None (no limit)."""
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0)
+
+
 def _nothing() -> None:
     return None
 
@@ -48,7 +53,7 @@ def _nothing() -> None:
 def _release_on_close(response: requests.Response, release: Any) -> None:
     """Give the request slot back when a streamed response is closed, or, if nobody closes it,
     when it is garbage collected (so a dropped stream cannot hold a slot for good)."""
-    weakref.finalize(response, release)
+    give_back = weakref.finalize(response, release)  # runs once: on close, or when collected
     this = weakref.ref(response)  # not the bound method: no cycle keeps the response alive
 
     def close_and_release() -> None:
@@ -57,7 +62,7 @@ def _release_on_close(response: requests.Response, release: Any) -> None:
             if found is not None:
                 type(found).close(found)
         finally:
-            release()
+            give_back()
 
     response.close = close_and_release  # type: ignore[method-assign]
 
@@ -93,11 +98,7 @@ class Transport:
         self.timeout = timeout
         self.retries = max(0, retries)
         self.backoff = backoff
-        if max_concurrent_requests is not None and (
-            isinstance(max_concurrent_requests, bool)
-            or not isinstance(max_concurrent_requests, int)
-            or max_concurrent_requests < 1
-        ):
+        if not is_request_limit(max_concurrent_requests):
             raise ConfigurationError(
                 "max_concurrent_requests must be a positive integer or None; "
                 f"got {max_concurrent_requests!r}"
@@ -190,7 +191,7 @@ class Transport:
 
     def _take_slot(self, method: str, path: str) -> Any:
         """Wait for one of the ``max_concurrent_requests`` slots; returns what gives it back
-        (callable any number of times, it gives the slot back once)."""
+        (once: a streamed response gives it back through its close, see _release_on_close)."""
         if self._slots is None:
             return _nothing
         wait = self.timeout[1] if isinstance(self.timeout, tuple) else self.timeout
@@ -199,17 +200,7 @@ class Transport:
                 f"{method} {path}: no request slot came free within {wait:g} s "
                 f"(max_concurrent_requests={self.max_concurrent_requests})"
             )
-        slots = self._slots
-        given_back = threading.Lock()
-        state = {"held": True}
-
-        def release() -> None:
-            with given_back:
-                if state["held"]:
-                    state["held"] = False
-                    slots.release()
-
-        return release
+        return self._slots.release
 
     def _sleep(self, attempt: int) -> None:
         delay = self.backoff * 2 ** (attempt - 1)

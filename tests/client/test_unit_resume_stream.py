@@ -85,7 +85,7 @@ METADATA = ("metadata", {"run_id": "run-2", "attempt": 1})
 HITL = ("updates", {"HumanInTheLoopMiddleware.after_model": None})
 TOOLS = ("updates", {"tools": {"messages": [TOOLED[-1]]}})
 MODEL = ("updates", {"model": {"messages": [DONE[-1]]}})
-FINISHED_STREAM = sse(
+FINISHED_EVENTS = [
     METADATA,
     HITL,
     ("checkpoints", checkpoint(MESSAGES, ["tools"], step=3)),
@@ -93,14 +93,9 @@ FINISHED_STREAM = sse(
     ("checkpoints", checkpoint(TOOLED, ["model"], step=4)),
     MODEL,
     ("checkpoints", checkpoint(DONE, [], step=5)),
-)
-CUT_SHORT_STREAM = sse(
-    METADATA,
-    HITL,
-    ("checkpoints", checkpoint(MESSAGES, ["tools"], step=3)),
-    TOOLS,
-    ("checkpoints", checkpoint(TOOLED, ["model"], step=4)),
-)
+]
+FINISHED_STREAM = sse(*FINISHED_EVENTS)
+CUT_SHORT_STREAM = sse(*FINISHED_EVENTS[:-2])  # the server stopped before the model answered
 VALUES_ONLY_STREAM = sse(
     METADATA,
     TOOLS,
