@@ -33,12 +33,14 @@ def test_demo_check_runs_end_to_end() -> None:
     assert "demo check passed: 4 seeded reviews listed" in done.stdout
 
 
-def test_compose_file_names_every_service_with_health_checks() -> None:
+def test_compose_file_names_every_service_with_health_checks_and_restarts() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
     assert set(services) == {"db", "redis", "assistants", "web", "worker", "beat"}
     for name, service in services.items():
         assert "healthcheck" in service, f"{name} has no health check"
+        # A process that exits is started again (a worker can, when Redis goes away).
+        assert service.get("restart") == "unless-stopped", f"{name} is not restarted"
         for dependency in service.get("depends_on") or {}:
             assert dependency in services, f"{name} depends on unknown {dependency}"
         for volume in service.get("volumes") or []:

@@ -31,14 +31,22 @@ GRAPHS = Path(__file__).parent / "graphs.py"
 SLOW_SECONDS = 3.0  # tests/reliability/graphs.py: the slow model and tool
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout: float = 30.0,
+    interval: float = 0.1,
+    explain: Callable[[], str] | None = None,
+) -> Any:
+    """Poll ``predicate`` until it is truthy; on timeout fail with what ``explain`` tells (a
+    worker's log, a queue's length) so a failure far away, in CI, can be read."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+            detail = f"\n{explain()}" if explain is not None else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}{detail}")
         time.sleep(interval)
 
 

@@ -137,6 +137,7 @@ class CeleryWorker:
             "PYTHONUNBUFFERED": "1",
             **self.env,
         }
+        ready_before = self.log().count(" ready.")  # a restarted worker appends to its log
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -164,13 +165,25 @@ class CeleryWorker:
         )
         process = self.process
         _wait(
-            lambda: process.poll() is not None or " ready." in self.log(),
+            lambda: process.poll() is not None or self.log().count(" ready.") > ready_before,
             timeout,
             f"celery worker {self.name}",
         )
         if process.poll() is not None:
             raise RuntimeError(f"celery worker exited:\n{self.log_tail()}")
         return self
+
+    def supervise(self) -> bool:
+        """What a process supervisor does (compose ``restart:``, systemd ``Restart=``): start the
+        worker again if it has exited. True when it had."""
+        if self.process is None or self.process.poll() is None:
+            return False
+        self.start()
+        return True
+
+    def crashes(self) -> list[str]:
+        """The "Unrecoverable error" lines of every exit of this worker."""
+        return re.findall(r"Unrecoverable error: .*", self.log())
 
     def kill(self) -> None:
         """SIGKILL the worker: no warm shutdown, nothing acknowledged, connections cut."""
