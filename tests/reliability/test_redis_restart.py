@@ -145,8 +145,9 @@ def test_redis_killed_while_a_task_runs_loses_nothing(
         explain=lambda: state(broker, queue, worker),
     )
     assert_only_known_crashes(worker)
-    # held, after, and held again (its acknowledgement was lost with the connection)
-    assert worker.received("nitro_assistants.run_thread") == 3
+    # held, after, and held again (its acknowledgement was lost with the connection); once more
+    # if that second delivery waited on the run's lock past the visibility timeout
+    assert worker.received("nitro_assistants.run_thread") >= 3
     for run in (held, after):
         run.refresh_from_db()
         assert run.attempts == 1
