@@ -6,8 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Value
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from nitro_assistants import signals
@@ -29,6 +27,7 @@ from nitro_assistants.services.mirror import record_result, supersede
 from nitro_assistants.services.runs import (
     ACTIVE_REMOTE_STATUSES,
     RUN_KEY,
+    count_attempt,
     find_remote_run,
     webhook_url,
 )
@@ -194,13 +193,8 @@ def execute_resume(decision: Decision | int) -> Decision:
     from nitro_assistants import tasks
 
     pk = decision.pk if isinstance(decision, Decision) else decision
-    # Count the attempt, committed before the resume is sent (one statement): a later delivery
-    # that sees attempts > 1 looks for the remote resume first.
-    Run.objects.filter(decision__pk=pk, decision__outcome=Decision.Outcome.PENDING).update(
-        attempts=F("attempts") + 1,
-        status=Run.Status.RUNNING,
-        started_at=Coalesce("started_at", Value(timezone.now())),
-    )
+    # A later delivery that sees attempts > 1 looks for the remote resume first.
+    count_attempt(Run.objects.filter(decision__pk=pk, decision__outcome=Decision.Outcome.PENDING))
 
     with transaction.atomic():
         record = (

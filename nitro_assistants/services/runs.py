@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core import signing
 from django.db import transaction
-from django.db.models import F, Value
+from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -136,17 +136,23 @@ def execute_run(run: Run | uuid.UUID | str) -> Run:
         return fail_run(run, _error_text(exc))
 
 
+def count_attempt(runs: QuerySet[Run]) -> int:
+    """Count an attempt at ``runs`` and mark them running, in one statement committed before
+    anything is sent (a later delivery that sees ``attempts > 1`` looks for the remote run)."""
+    return runs.update(
+        attempts=F("attempts") + 1,
+        status=Run.Status.RUNNING,
+        started_at=Coalesce("started_at", Value(timezone.now())),
+    )
+
+
 def claim_run(pk: Any) -> Run:
     """Count an attempt at a run and mark it (and its thread) running, committed before anything
     is sent: a later delivery that sees ``attempts > 1`` looks for the remote run first.
 
     Single statements, no transaction of their own: the update waits for a delivery of this run
     still going on (it holds the row), then finds the run finished and changes nothing."""
-    Run.objects.filter(pk=pk).exclude(status__in=Run.FINISHED).update(
-        attempts=F("attempts") + 1,
-        status=Run.Status.RUNNING,
-        started_at=Coalesce("started_at", Value(timezone.now())),
-    )
+    count_attempt(Run.objects.filter(pk=pk).exclude(status__in=Run.FINISHED))
     run = Run.objects.select_related("thread").get(pk=pk)
     if run.finished:
         return run
