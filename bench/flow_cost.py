@@ -1,0 +1,202 @@
+"""Where a flow's CPU goes: each service call on its own (CPU and SQL statements), and what each way of sending a resume costs the server.
+
+    .venv/bin/python bench/flow_cost.py [--flows 30] [--resumes 200] [--repeats 2]
+
+Against a real ``langgraph dev`` (in-memory runtime) running the ``tools`` graph of
+tests/graphs/agents.py, the same flow as bench/throughput.py: a held ``reschedule_appointment``
+call, approved, then the model's answer.
+
+1. **Our side, per call.** One process, no Celery, a scratch Postgres database: ``start_run``,
+   ``execute_run``, ``decide`` (approve) and ``execute_resume`` for ``--flows`` flows, one call
+   at a time; this process's CPU (``time.process_time``) and the SQL statements each call sent
+   (BEGIN and COMMIT included). The second pass is reported (the first warms up). The server's
+   CPU is left out here: calls one at a time leave it waiting on its scheduler's 0.5 s sleep.
+2. **The server's side, per resume.** ``--resumes`` threads paused (with ``langgraph_sdk``),
+   then resumed 20 at a time, each way on a fresh server, ``--repeats`` times in turn: the
+   server's CPU per resume. ``runs/wait`` is what the SDK flow of bench/throughput.py sends; it
+   cannot tell an applied resume from a stale one the server ignored. ``Assistants.review``
+   streams ``checkpoints`` + ``updates``: the updates show whether a node ran (applied or
+   stale), the last checkpoint whether the run had finished or the stream was cut short.
+
+Figures only, no assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.throughput import (  # noqa: E402
+    GRAPH,
+    MESSAGE,
+    cpu_seconds,
+    create_database,
+    drop_database,
+)
+
+CONCURRENCY = 20
+RESUME_WAYS = {
+    "`runs/wait` (the SDK flow's)": None,
+    "`runs/stream`, updates": ["updates"],
+    "`runs/stream`, values + updates": ["values", "updates"],
+    "`runs/stream`, checkpoints + updates (`Assistants.review`)": ["checkpoints", "updates"],
+}
+
+
+def our_side(flows: int) -> list[tuple[str, float, float]]:
+    """(call, ms of CPU per call, SQL statements per call), second pass."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from nitro_assistants import services, tasks
+    from nitro_assistants.models import Review
+
+    # Called directly here, so nothing is enqueued (no worker is running).
+    tasks.run_thread.delay = lambda *args, **kwargs: None
+    tasks.resume_thread.delay = lambda *args, **kwargs: None
+
+    def each(call: Callable[[Any], Any], items: Iterable[Any]) -> tuple[list[Any], float, float]:
+        items = list(items)
+        with CaptureQueriesContext(connection) as queries:
+            started = time.process_time()
+            results = [call(item) for item in items]
+            cpu = time.process_time() - started
+        return results, 1000 * cpu / len(items), len(queries.captured_queries) / len(items)
+
+    def approve(review: Review) -> Any:
+        call = review.payload["tool_calls"][0]
+        return services.decide(
+            review.pk, None, {"tool_calls": [{"id": call["id"], "action": "approve"}]}
+        )
+
+    rows: list[tuple[str, float, float]] = []
+    for _ in range(2):
+        rows = []
+        runs, cpu, sql = each(lambda _: services.start_run(GRAPH, MESSAGE), range(flows))
+        rows.append(("`services.start_run` (a new thread)", cpu, sql))
+        _, cpu, sql = each(lambda run: services.execute_run(run.pk), runs)
+        rows.append(("`services.execute_run` (the `run_thread` task)", cpu, sql))
+        reviews = [Review.objects.get(run=run) for run in runs]
+        decisions, cpu, sql = each(approve, reviews)
+        rows.append(("`services.decide` (approve)", cpu, sql))
+        _, cpu, sql = each(lambda decision: services.execute_resume(decision.pk), decisions)
+        rows.append(("`services.execute_resume` (the `resume_thread` task)", cpu, sql))
+    return rows
+
+
+def server_side(url: str, pid: int, resumes: int, modes: list[str] | None) -> float:
+    """Server CPU ms per resume sent as ``modes`` (None: ``runs/wait``)."""
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=url, api_key=None)
+
+    def pause(_: int) -> tuple[str, str]:
+        thread_id = client.threads.create()["thread_id"]
+        paused = client.runs.wait(
+            thread_id, GRAPH, input={"messages": [{"role": "user", "content": MESSAGE}]}
+        )
+        assert isinstance(paused, dict)
+        return thread_id, paused["__interrupt__"][0]["id"]
+
+    def resume(paused: tuple[str, str]) -> None:
+        thread_id, interrupt_id = paused
+        command = {"resume": {interrupt_id: {"decisions": [{"type": "approve"}]}}}
+        if modes is None:
+            client.runs.wait(thread_id, GRAPH, command=command)  # type: ignore[arg-type]
+        else:
+            for _ in client.runs.stream(thread_id, GRAPH, command=command, stream_mode=modes):  # type: ignore[arg-type]
+                pass
+
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        waiting = list(pool.map(pause, range(resumes)))
+    before = cpu_seconds(pid)
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        list(pool.map(resume, waiting))
+    return 1000 * (cpu_seconds(pid) - before) / resumes
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--flows", type=int, default=30, help="flows for part 1 (default 30)")
+    parser.add_argument("--resumes", type=int, default=200, help="resumes per way (default 200)")
+    parser.add_argument("--repeats", type=int, default=2, help="turns of part 2 (default 2)")
+    args = parser.parse_args()
+
+    db_name = f"nitro_bench_flow_cost_{os.getpid()}"
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "NITRO_TEST_DB_NAME": db_name,
+            "NITRO_TEST_QUEUE": f"nitro-bench-flow-cost-{os.getpid()}",
+        }
+    )
+    from tests.langgraph_server import LangGraphServer, free_port
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-flow-cost-"))
+    port = free_port()
+    create_database(db_name)
+    server = LangGraphServer(workdir=workdir / "ours", port=port).start()
+    try:
+        os.environ["NITRO_TEST_ASSISTANTS_URL"] = server.url
+        import django
+
+        django.setup()
+        import logging
+
+        logging.getLogger("nitro_assistants").setLevel(logging.ERROR)
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        ours = our_side(max(1, args.flows))
+        server.stop()
+        per_way: dict[str, list[float]] = {name: [] for name in RESUME_WAYS}
+        for turn in range(max(1, args.repeats)):
+            for way, (name, modes) in enumerate(RESUME_WAYS.items()):
+                server = LangGraphServer(
+                    workdir=workdir / f"resume-{turn}-{way}", port=port
+                ).start()
+                assert server.process is not None
+                per_way[name].append(
+                    server_side(server.url, server.process.pid, args.resumes, modes)
+                )
+                server.stop()
+    finally:
+        server.stop()
+        from django.db import connections
+
+        connections.close_all()
+        drop_database(db_name)
+
+    print(f"Our side, one call at a time ({args.flows} flows, second pass; no Celery, Postgres):\n")
+    print("| call | CPU ms per call | SQL statements per call |")
+    print("|---|---:|---:|")
+    for name, cpu, sql in ours:
+        print(f"| {name} | {cpu:.2f} | {sql:.0f} |")
+    print(f"| **a flow** | **{sum(r[1] for r in ours):.2f}** | **{sum(r[2] for r in ours):.0f}** |")
+    print(
+        f"\nThe server's side: CPU ms per resume, {args.resumes} resumes {CONCURRENCY} at a time, "
+        f"each way on a fresh server, {args.repeats} turns:\n"
+    )
+    print("| resume sent as | server CPU ms per resume (mean) | each turn |")
+    print("|---|---:|---|")
+    means = {name: sum(figures) / len(figures) for name, figures in per_way.items()}
+    base = means[next(iter(RESUME_WAYS))]
+    for name, figures in per_way.items():
+        extra = f" ({means[name] / base:.2f}×)" if base else ""
+        print(f"| {name} | {means[name]:.1f}{extra} | {', '.join(f'{f:.1f}' for f in figures)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
