@@ -23,11 +23,17 @@ QUICK_ARGS = {
     "flow_cost.py": ["--flows", "10", "--resumes", "60", "--repeats", "1"],
     "throughput.py": ["--threads", "40"],
 }
-#: Benches run more than once, with these arguments added (each run gets its own section).
-VARIANTS = {
-    # Like for like at the server's capacity: 40 worker threads with no request cap against 40
-    # SDK threads (at 20 in flight the SDK side already keeps the server's 10 job slots busy).
-    "throughput.py": [[], ["--concurrency", "40", "--worker-threads", "20"]],
+#: Benches run more than once: the arguments added, and why (each run gets its own section).
+VARIANTS: dict[str, list[tuple[list[str], str]]] = {
+    "throughput.py": [
+        ([], ""),
+        (
+            ["--concurrency", "40", "--worker-threads", "20"],
+            "Like for like at the server's capacity: one flow per Celery worker thread, no "
+            "request cap, against as many SDK threads (at 20 in flight the SDK side already "
+            "keeps the server's 10 job slots busy).",
+        ),
+    ],
 }
 
 
@@ -62,12 +68,13 @@ def main() -> int:
     sections = []
     failed = 0
     for path in benches():
-        for variant in VARIANTS.get(path.name, [[]]):
+        for variant, why in VARIANTS.get(path.name, [([], "")]):
             given = arguments(path, args.quick, variant)
             print(f"running {' '.join([path.name, *given])} …", flush=True)
             code, output, seconds = run(path, given)
             failed += code != 0
             doc = (path.read_text().split('"""')[1].strip().splitlines() or [""])[0]
+            doc += f"\n\n{why}" if why else ""
             title = f"`{' '.join([f'bench/{path.name}', *variant])}`"
             sections.append(
                 f"## {title}\n\n{doc}\n\n{output}\n\n"
