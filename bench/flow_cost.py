@@ -8,9 +8,10 @@ call, approved, then the model's answer.
 
 1. **Our side, per call.** One process, no Celery, a scratch Postgres database: ``start_run``,
    ``execute_run``, ``decide`` (approve) and ``execute_resume`` for ``--flows`` flows, one call
-   at a time; this process's CPU (``time.process_time``) and the SQL statements each call sent
-   (BEGIN and COMMIT included). The second pass is reported (the first warms up). The server's
-   CPU is left out here: calls one at a time leave it waiting on its scheduler's 0.5 s sleep.
+   at a time, twice: the first pass counts the SQL statements each call sent (BEGIN and COMMIT
+   included), the second measures this process's CPU (``time.process_time``) without the
+   statement capture's own cost. The server's CPU is left out here: calls one at a time leave
+   it waiting on its scheduler's 0.5 s sleep.
 2. **The server's side, per resume.** ``--resumes`` threads paused (with ``langgraph_sdk``),
    then resumed 20 at a time, each way on a fresh server, ``--repeats`` times in turn: the
    server's CPU per resume. ``runs/wait`` is what the SDK flow of bench/throughput.py sends; it
@@ -55,7 +56,7 @@ RESUME_WAYS = {
 
 
 def our_side(flows: int) -> list[tuple[str, float, float]]:
-    """(call, ms of CPU per call, SQL statements per call), second pass."""
+    """(call, ms of CPU per call, SQL statements per call)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -66,13 +67,18 @@ def our_side(flows: int) -> list[tuple[str, float, float]]:
     tasks.run_thread.delay = lambda *args, **kwargs: None
     tasks.resume_thread.delay = lambda *args, **kwargs: None
 
-    def each(call: Callable[[Any], Any], items: Iterable[Any]) -> tuple[list[Any], float, float]:
+    def each(
+        counting: bool, call: Callable[[Any], Any], items: Iterable[Any]
+    ) -> tuple[list[Any], float, float]:
+        """Call ``call`` on every item: count the SQL statements sent, or measure the CPU used."""
         items = list(items)
-        with CaptureQueriesContext(connection) as queries:
-            started = time.process_time()
-            results = [call(item) for item in items]
-            cpu = time.process_time() - started
-        return results, 1000 * cpu / len(items), len(queries.captured_queries) / len(items)
+        if counting:
+            with CaptureQueriesContext(connection) as queries:
+                results = [call(item) for item in items]
+            return results, 0.0, len(queries.captured_queries) / len(items)
+        started = time.process_time()
+        results = [call(item) for item in items]
+        return results, 1000 * (time.process_time() - started) / len(items), 0.0
 
     def approve(review: Review) -> Any:
         call = review.payload["tool_calls"][0]
@@ -80,19 +86,23 @@ def our_side(flows: int) -> list[tuple[str, float, float]]:
             review.pk, None, {"tool_calls": [{"id": call["id"], "action": "approve"}]}
         )
 
-    rows: list[tuple[str, float, float]] = []
-    for _ in range(2):
-        rows = []
-        runs, cpu, sql = each(lambda _: services.start_run(GRAPH, MESSAGE), range(flows))
+    passes: list[list[tuple[str, float, float]]] = []
+    for counting in (True, False):
+        rows: list[tuple[str, float, float]] = []
+        passes.append(rows)
+        runs, cpu, sql = each(counting, lambda _: services.start_run(GRAPH, MESSAGE), range(flows))
         rows.append(("`services.start_run` (a new thread)", cpu, sql))
-        _, cpu, sql = each(lambda run: services.execute_run(run.pk), runs)
+        _, cpu, sql = each(counting, lambda run: services.execute_run(run.pk), runs)
         rows.append(("`services.execute_run` (the `run_thread` task)", cpu, sql))
         reviews = [Review.objects.get(run=run) for run in runs]
-        decisions, cpu, sql = each(approve, reviews)
+        decisions, cpu, sql = each(counting, approve, reviews)
         rows.append(("`services.decide` (approve)", cpu, sql))
-        _, cpu, sql = each(lambda decision: services.execute_resume(decision.pk), decisions)
+        _, cpu, sql = each(
+            counting, lambda decision: services.execute_resume(decision.pk), decisions
+        )
         rows.append(("`services.execute_resume` (the `resume_thread` task)", cpu, sql))
-    return rows
+    counted, timed = passes
+    return [(name, cpu, sql) for (name, _, sql), (_, cpu, _) in zip(counted, timed, strict=True)]
 
 
 def server_side(url: str, pid: int, resumes: int, modes: list[str] | None) -> float:
@@ -178,7 +188,7 @@ def main() -> int:
         connections.close_all()
         drop_database(db_name)
 
-    print(f"Our side, one call at a time ({args.flows} flows, second pass; no Celery, Postgres):\n")
+    print(f"Our side, one call at a time ({args.flows} flows; no Celery, Postgres):\n")
     print("| call | CPU ms per call | SQL statements per call |")
     print("|---|---:|---:|")
     for name, cpu, sql in ours:
