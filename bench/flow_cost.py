@@ -41,6 +41,8 @@ if str(ROOT) not in sys.path:
 from bench.throughput import (  # noqa: E402
     GRAPH,
     MESSAGE,
+    SDK_APPROVAL,
+    approval,
     cpu_seconds,
     create_database,
     drop_database,
@@ -81,10 +83,7 @@ def our_side(flows: int) -> list[tuple[str, float, float]]:
         return results, 1000 * (time.process_time() - started) / len(items), 0.0
 
     def approve(review: Review) -> Any:
-        call = review.payload["tool_calls"][0]
-        return services.decide(
-            review.pk, None, {"tool_calls": [{"id": call["id"], "action": "approve"}]}
-        )
+        return services.decide(review.pk, None, approval(review.payload))
 
     passes: list[list[tuple[str, float, float]]] = []
     for counting in (True, False):
@@ -121,7 +120,7 @@ def server_side(url: str, pid: int, resumes: int, modes: list[str] | None) -> fl
 
     def resume(paused: tuple[str, str]) -> None:
         thread_id, interrupt_id = paused
-        command = {"resume": {interrupt_id: {"decisions": [{"type": "approve"}]}}}
+        command = {"resume": {interrupt_id: SDK_APPROVAL}}
         if modes is None:
             client.runs.wait(thread_id, GRAPH, command=command)  # type: ignore[arg-type]
         else:

@@ -51,6 +51,13 @@ if str(ROOT) not in sys.path:
 GRAPH = "tools"
 MESSAGE = "Can I move my appointment to Tuesday?"
 WORKERS = 2
+#: The SDK side's resume value: approve the held call (HumanInTheLoopMiddleware's decisions).
+SDK_APPROVAL = {"decisions": [{"type": "approve"}]}
+
+
+def approval(payload: dict[str, Any]) -> dict[str, Any]:
+    """What the Celery side's reviewer decides on a review's ``payload``: approve the held call."""
+    return {"tool_calls": [{"id": payload["tool_calls"][0]["id"], "action": "approve"}]}
 
 
 def _admin_connection() -> Any:
@@ -190,8 +197,7 @@ def through_celery(threads: int, timeout: float) -> float:
         # Not a moving watermark: a review's pk is taken before its transaction commits.
         reviews = Review.objects.filter(pk__gt=first_review, status=Review.Status.PENDING)
         for pk, payload in reviews.order_by("pk").values_list("pk", "payload"):
-            call = payload["tool_calls"][0]
-            services.decide(pk, None, {"tool_calls": [{"id": call["id"], "action": "approve"}]})
+            services.decide(pk, None, approval(payload))
             decided += 1
         ours = Decision.objects.filter(pk__gt=first_decision)
         applied = ours.filter(outcome=Decision.Outcome.APPLIED).count()
@@ -313,7 +319,7 @@ def through_sdk(url: str, threads: int, concurrency: int) -> float:
         done = client.runs.wait(
             thread_id,
             GRAPH,
-            command={"resume": {interrupt_id: {"decisions": [{"type": "approve"}]}}},
+            command={"resume": {interrupt_id: SDK_APPROVAL}},
             context={},
             metadata=metadata,
             config={"metadata": metadata},
