@@ -37,6 +37,8 @@ class LangGraphServer:
     workdir: Path
     graphs: dict[str, str] = field(default_factory=dict)
     port: int = 0
+    #: CPUs the server may run on (``taskset -c`` syntax, e.g. ``"0"``); empty: any.
+    cpus: str = ""
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -67,8 +69,10 @@ class LangGraphServer:
             "PYTHONUNBUFFERED": "1",
         }
         log = self.log_path.open("ab")
+        pinned = ["taskset", "-c", self.cpus] if self.cpus else []
         self.process = subprocess.Popen(
             [
+                *pinned,
                 str(BIN / "langgraph"),
                 "dev",
                 "--no-browser",
