@@ -19,6 +19,9 @@ Real ``langgraph dev`` servers (in-memory runtime, ``--n-jobs-per-worker 10``) r
 - **SDK**: ``--concurrency`` threads, each flow ``threads.create`` → ``runs.wait`` (pauses) →
   ``runs.wait`` with ``command.resume`` (approve), with ``langgraph_sdk``'s sync client.
 
+``--server-cpu N`` pins the server to CPU N on both sides (``taskset``), as if it had a core of
+its own the way a deployed Agent Server has its own host; everything else shares all the cores.
+
 Rounds (``--rounds``, default 5) alternate the two sides; each side of each round gets a fresh
 server on the same port, warmed up with ``--concurrency`` flows of its own (the in-memory runtime
 scans every run it holds to pick the next one, so a server that already ran the other side's
@@ -356,6 +359,11 @@ def main() -> int:
         default=0,
         help="threads per Celery worker process (default: twice its request slots)",
     )
+    parser.add_argument(
+        "--server-cpu",
+        default="",
+        help="pin the server to this CPU on both sides (taskset -c; default: not pinned)",
+    )
     args = parser.parse_args()
     threads, concurrency = max(1, args.threads), max(WORKERS, args.concurrency)
     slots = concurrency // WORKERS
@@ -378,7 +386,7 @@ def main() -> int:
     create_database(db_name)
     workdir = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
     port = free_port()
-    server = LangGraphServer(workdir=workdir / "server-0", port=port)
+    server = LangGraphServer(workdir=workdir / "server-0", port=port, cpus=args.server_cpu)
     workers: list[subprocess.Popen[bytes]] = []
 
     def fresh_server(tag: str) -> LangGraphServer:
@@ -387,7 +395,9 @@ def main() -> int:
         runs pile up, and whichever side came later would pay for the other's."""
         nonlocal server
         server.stop()
-        server = LangGraphServer(workdir=workdir / f"server-{tag}", port=port).start()
+        server = LangGraphServer(
+            workdir=workdir / f"server-{tag}", port=port, cpus=args.server_cpu
+        ).start()
         return server
 
     try:
@@ -457,7 +467,9 @@ def main() -> int:
     print(
         f"{threads} conversations, each run → review → resume (graph `{GRAPH}`), "
         f"{concurrency} in flight on each side; `langgraph dev` in-memory runtime, "
-        "`--n-jobs-per-worker 10`.\n"
+        "`--n-jobs-per-worker 10`"
+        + (f", pinned to CPU {args.server_cpu} on both sides" if args.server_cpu else "")
+        + ".\n"
     )
     print("| path | seconds | flows/s |")
     print("|---|---:|---:|")
@@ -502,10 +514,14 @@ def main() -> int:
         f"- CPU seconds spent during each side, last round ({os.cpu_count()} cores on this "
         "machine; postgres and redis: every such process of the machine):"
     )
+    last_seconds = dict(zip(("Celery", "SDK"), rounds[-1], strict=True))
     for label, cpu in (("Celery", celery_cpu), ("SDK", sdk_cpu)):
         parts = ", ".join(f"{name} {seconds:.1f}" for name, seconds in cpu.items() if seconds)
         total = sum(cpu.values())
-        print(f"  - {label}: {parts}; {1000 * total / threads:.0f} ms of CPU per flow")
+        print(
+            f"  - {label}: {parts}; {1000 * total / threads:.0f} ms of CPU per flow, "
+            f"{total / last_seconds[label]:.2f} of the {os.cpu_count()} cores busy on average"
+        )
     # The server is one process: it cannot use more than a core. Everything else shares what is
     # left. So with this much CPU per flow, no scheduling finishes the Celery side sooner than:
     cores = os.cpu_count() or 1
