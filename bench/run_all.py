@@ -33,6 +33,14 @@ VARIANTS: dict[str, list[tuple[list[str], str]]] = {
             "request cap, against as many SDK threads (at 20 in flight the SDK side already "
             "keeps the server's 10 job slots busy).",
         ),
+        (
+            ["--server-cpu", "0"],
+            "The server pinned to one core on both sides (`taskset`), as a deployed Agent "
+            "Server has a host of its own; everything else shares both cores. Unpinned, the "
+            "server runs slower when other processes share its cores, and so does the SDK side "
+            "alone: pinned, what is left is whether the Celery side has the CPU it needs "
+            "(the cores-busy figure).",
+        ),
     ],
 }
 
