@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import subprocess
 import sys
@@ -96,7 +97,8 @@ def main() -> int:
         "Written by `bench/run_all.py`; each bench starts its own `langgraph dev` server "
         "(in-memory runtime, scripted model) and prints figures only, no assertions.\n\n"
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()} "
-        f"({platform.system()}, Python {platform.python_version()})"
+        f"({platform.system()}, Python {platform.python_version()}), {os.cpu_count()} cores "
+        "that each bench's server, PostgreSQL, Redis and processes all share"
         f"{', quick mode' if args.quick else ''}.\n\n"
     )
     args.output.parent.mkdir(parents=True, exist_ok=True)
