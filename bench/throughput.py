@@ -18,6 +18,9 @@ Real ``langgraph dev`` servers (in-memory runtime, ``--n-jobs-per-worker 10``) r
   and dropped).
 - **SDK**: ``--concurrency`` threads, each flow ``threads.create`` → ``runs.wait`` (pauses) →
   ``runs.wait`` with ``command.resume`` (approve), with ``langgraph_sdk``'s sync client.
+- **Our client alone**: ``--concurrency`` threads sending what the workers send
+  (``Assistants.run``, then ``Assistants.review`` with the pause held), with no database, no
+  Celery and no reviewing process: how much of the gap is the requests themselves.
 
 ``--server-cpu N`` pins the server to CPU N on both sides (``taskset``), as if it had a core of
 its own the way a deployed Agent Server has its own host; everything else shares all the cores.
@@ -300,6 +303,36 @@ def stages(threads: int) -> dict[str, float]:
     return {name: sum(v) / len(v) for name, v in spans.items()}
 
 
+def through_client(url: str, threads: int, concurrency: int) -> float:
+    """Seconds for ``threads`` flows sent with our client alone, at ``concurrency``: the requests
+    the workers send (``Assistants.run`` creating the thread, ``Assistants.review`` with the pause
+    held, streamed), with no database, no Celery and no reviewing process."""
+    from nitro_assistants.client import Assistants
+
+    client = Assistants(url, "unused-by-langgraph-dev", user_id="bench")
+
+    def flow(_: int) -> None:
+        thread_id = str(uuid.uuid4())
+        paused = client.run(
+            thread_id,
+            GRAPH,
+            [{"role": "user", "content": MESSAGE}],
+            context={},
+            metadata={"nitro_run_id": str(uuid.uuid4())},
+        )
+        assert paused.review is not None, paused
+        calls = [{"id": call["id"], "action": "approve"} for call in paused.review.tool_calls]
+        done = client.review(
+            thread_id, GRAPH, "bench", tool_calls=calls, context={}, pending=paused.review
+        )
+        assert str(done.reply).startswith("Done!"), done.reply
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(pool.map(flow, range(threads)))
+    return time.perf_counter() - started
+
+
 def through_sdk(url: str, threads: int, concurrency: int) -> float:
     """Seconds for ``threads`` flows driven with ``langgraph_sdk`` at ``concurrency``."""
     from langgraph_sdk import get_sync_client
@@ -430,6 +463,7 @@ def main() -> int:
             return found
 
         rounds: list[tuple[float, float]] = []
+        client_rounds: list[tuple[float, float]] = []  # our client alone, and that round's SDK
         for i in range(max(1, args.rounds)):
             fresh_server(f"{i}-celery")
             through_celery(warm_up, timeout=120)  # graph loaded, connections open
@@ -444,6 +478,10 @@ def main() -> int:
                 lambda: through_sdk(server.url, threads, concurrency), groups()
             )
             sdk_queue = server_queue(server.log_path, 2 * threads)
+            fresh_server(f"{i}-client")
+            through_client(server.url, warm_up, concurrency)
+            client_seconds = through_client(server.url, threads, concurrency)
+            client_rounds.append((client_seconds, sdk_seconds))
             rounds.append((celery_seconds, sdk_seconds))
         # Would the SDK side go faster with as many threads as the Celery side has? (No: at
         # --concurrency requests in flight the server's job slots are already always busy.)
@@ -485,12 +523,26 @@ def main() -> int:
         f"| `langgraph_sdk` sync client, {wide} threads (as many as the Celery side has; "
         f"one run) | {wide_seconds:.1f} | {threads / wide_seconds:.2f} |"
     )
+    client_ratios = sorted(sdk / ours for ours, sdk in client_rounds)
+    client_ratio = client_ratios[len(client_ratios) // 2]
+    client_seconds = next(c for c, s in client_rounds if s / c == client_ratio)
+    print(
+        f"| our client alone, {concurrency} threads: `Assistants.run`, then `Assistants.review` "
+        f"with the pause held; no database, no Celery (its median round) | {client_seconds:.1f} "
+        f"| {threads / client_seconds:.2f} |"
+    )
     print(
         f"\n- ratio Celery / SDK: **{ratio:.2f}** (goal ≥ 0.8: {verdict}), the median of {len(rounds)} rounds"
     )
     print(
         "- every round (Celery s / SDK s → ratio): "
         + "; ".join(f"{c:.1f} / {s:.1f} → {s / c:.2f}" for c, s in rounds)
+    )
+    print(
+        f"- ratio our client alone / SDK: {client_ratio:.2f}, the median of {len(client_rounds)} "
+        "rounds (each against that round's SDK side): what the requests the workers send cost, "
+        "apart from the database, Celery and the reviewing process; every round: "
+        + ", ".join(f"{s / c:.2f}" for c, s in client_rounds)
     )
     per_call = sdk_seconds * concurrency / (2 * threads)
     print(f"- SDK: {per_call:.2f} s per `runs/wait` call at this concurrency (two per flow)")
