@@ -25,10 +25,10 @@ Real ``langgraph dev`` servers (in-memory runtime, ``--n-jobs-per-worker 10``) r
 ``--server-cpu N`` pins the server to CPU N on both sides (``taskset``), as if it had a core of
 its own the way a deployed Agent Server has its own host; everything else shares all the cores.
 
-Rounds (``--rounds``, default 5) take the sides in turn (Celery, SDK, our client alone); each side of each round gets a fresh
-server on the same port, warmed up with ``--concurrency`` flows of its own (the in-memory runtime
-scans every run it holds to pick the next one, so a server that already ran the other side's
-flows is slower). Prints the median round's throughputs and ratio Celery / SDK (goal ≥ 0.8),
+Rounds (``--rounds``, default 5) take the sides in turn (Celery, SDK, our client alone); each
+side of each round gets a fresh server on the same port, warmed up with ``--concurrency`` flows
+of its own (the in-memory runtime scans every run it holds to pick the next one, so a server that
+already ran another side's flows is slower). Prints the median round's throughputs and ratio Celery / SDK (goal ≥ 0.8),
 every round's ratio, and where the Celery side's time and CPU went. Figures only, no
 assertions.
 
