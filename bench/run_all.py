@@ -77,13 +77,13 @@ def main() -> int:
     sections = []
     failed = 0
     for path in benches():
+        summary = (path.read_text().split('"""')[1].strip().splitlines() or [""])[0]
         for variant, why in VARIANTS.get(path.name, [([], "")]):
             given = arguments(path, args.quick, variant)
             print(f"running {' '.join([path.name, *given])} …", flush=True)
             code, output, seconds = run(path, given)
             failed += code != 0
-            doc = (path.read_text().split('"""')[1].strip().splitlines() or [""])[0]
-            doc += f"\n\n{why}" if why else ""
+            doc = summary + (f"\n\n{why}" if why else "")
             title = f"`{' '.join([f'bench/{path.name}', *variant])}`"
             sections.append(
                 f"## {title}\n\n{doc}\n\n{output}\n\n"

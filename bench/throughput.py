@@ -303,6 +303,22 @@ def stages(threads: int) -> dict[str, float]:
     return {name: sum(v) / len(v) for name, v in spans.items()}
 
 
+def in_threads(flow: Any, threads: int, concurrency: int) -> float:
+    """Seconds to call ``flow(i)`` for ``threads`` flows from ``concurrency`` threads."""
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(pool.map(flow, range(threads)))
+    return time.perf_counter() - started
+
+
+def median_round(rounds: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """The median round of (seconds, SDK seconds) pairs by ratio SDK / seconds: (ratio, seconds,
+    SDK seconds)."""
+    ratio = sorted(sdk / ours for ours, sdk in rounds)[len(rounds) // 2]
+    ours, sdk = next((o, s) for o, s in rounds if s / o == ratio)
+    return ratio, ours, sdk
+
+
 def through_client(url: str, threads: int, concurrency: int) -> float:
     """Seconds for ``threads`` flows sent with our client alone, at ``concurrency``: the requests
     the workers send (``Assistants.run`` creating the thread, ``Assistants.review`` with the pause
@@ -327,10 +343,7 @@ def through_client(url: str, threads: int, concurrency: int) -> float:
         )
         assert str(done.reply).startswith("Done!"), done.reply
 
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        list(pool.map(flow, range(threads)))
-    return time.perf_counter() - started
+    return in_threads(flow, threads, concurrency)
 
 
 def through_sdk(url: str, threads: int, concurrency: int) -> float:
@@ -364,10 +377,7 @@ def through_sdk(url: str, threads: int, concurrency: int) -> float:
         assert "__interrupt__" not in done, done
         assert str(done["messages"][-1]["content"]).startswith("Done!"), done["messages"][-1]
 
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        list(pool.map(flow, range(threads)))
-    return time.perf_counter() - started
+    return in_threads(flow, threads, concurrency)
 
 
 def main() -> int:
@@ -497,9 +507,7 @@ def main() -> int:
         connections.close_all()
         drop_database(db_name)
 
-    ratios = sorted(sdk / celery for celery, sdk in rounds)
-    ratio = ratios[len(ratios) // 2]  # the median round's
-    celery_seconds, sdk_seconds = next((c, s) for c, s in rounds if s / c == ratio)
+    ratio, celery_seconds, sdk_seconds = median_round(rounds)
     celery_rate, sdk_rate = threads / celery_seconds, threads / sdk_seconds
     verdict = "met" if ratio >= 0.8 else "**not met**"
     print(
@@ -523,9 +531,7 @@ def main() -> int:
         f"| `langgraph_sdk` sync client, {wide} threads (as many as the Celery side has; "
         f"one run) | {wide_seconds:.1f} | {threads / wide_seconds:.2f} |"
     )
-    client_ratios = sorted(sdk / ours for ours, sdk in client_rounds)
-    client_ratio = client_ratios[len(client_ratios) // 2]
-    client_seconds = next(c for c, s in client_rounds if s / c == client_ratio)
+    client_ratio, client_seconds, _ = median_round(client_rounds)
     print(
         f"| our client alone, {concurrency} threads: `Assistants.run`, then `Assistants.review` "
         f"with the pause held; no database, no Celery (its median round) | {client_seconds:.1f} "
