@@ -54,7 +54,7 @@ done
 
 echo "==> migrating and seeding"
 "$PY" manage.py migrate --noinput -v 0
-"$PY" manage.py seed_demo --password "${DEMO_PASSWORD:-}" | tee "$VAR/seed.txt"
+"$PY" manage.py seed_demo --password="${DEMO_PASSWORD:-}" | tee "$VAR/seed.txt"
 LOGIN=$(grep '^login:' "$VAR/seed.txt" | cut -d' ' -f2-)
 USERNAME=${LOGIN%% / *}
 PASSWORD=${LOGIN##* / }
@@ -84,7 +84,7 @@ cat <<TXT
 TXT
 
 if [ "$CHECK" = 1 ]; then
-  "$PY" manage.py demo_check --url "http://127.0.0.1:$WEB_PORT" --username "$USERNAME" --password "$PASSWORD"
+  "$PY" manage.py demo_check --url "http://127.0.0.1:$WEB_PORT" --username="$USERNAME" --password="$PASSWORD"
   exit $?
 fi
 echo "Press Ctrl-C to stop."

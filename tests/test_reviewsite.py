@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_demo_check_runs_end_to_end() -> None:
     """`make demo CHECK=1`: real assistant server, seeded reviews in the admin, one decided."""
-    env = {**os.environ, "WEB_PORT": str(free_port())}
+    # A password that starts with "-" (token_urlsafe makes one now and then) must reach the
+    # commands as a value, not as an option.
+    env = {**os.environ, "WEB_PORT": str(free_port()), "DEMO_PASSWORD": "-dash-first-9X"}
     env.pop("DATABASE_URL", None)
     done = subprocess.run(
         ["bash", "scripts/demo.sh", "--check"],
