@@ -170,14 +170,31 @@ def cpu_seconds(group: int | str) -> float:
     return total / tick
 
 
-def measured(call: Any, groups: dict[str, int | str]) -> tuple[float, dict[str, float]]:
-    """Wall seconds of ``call()`` and the CPU seconds each process group spent meanwhile."""
+def loop_schedule(pid: int) -> tuple[float, float]:
+    """Seconds the main thread of process ``pid`` has so far spent on a CPU, and runnable but
+    waiting for one (``/proc/PID/task/PID/schedstat``). The server's main thread runs its event
+    loop: every request and every run goes through it."""
+    try:
+        ran, waited = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[:2]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    return int(ran) / 1e9, int(waited) / 1e9
+
+
+def measured(
+    call: Any, groups: dict[str, int | str], server_pid: int
+) -> tuple[float, dict[str, float], tuple[float, float]]:
+    """Wall seconds of ``call()``, the CPU seconds each process group spent meanwhile, and the
+    seconds the server's event loop ran and waited for a CPU meanwhile."""
     before = {name: cpu_seconds(pgid) for name, pgid in groups.items()}
+    loop_before = loop_schedule(server_pid)
     own = time.process_time()
     seconds = call()
     cpu = {name: cpu_seconds(pgid) - before[name] for name, pgid in groups.items()}
     cpu["this process"] = time.process_time() - own
-    return seconds, cpu
+    loop_after = loop_schedule(server_pid)
+    loop = (loop_after[0] - loop_before[0], loop_after[1] - loop_before[1])
+    return seconds, cpu, loop
 
 
 def through_celery(threads: int, timeout: float) -> float:
@@ -477,15 +494,17 @@ def main() -> int:
         for i in range(max(1, args.rounds)):
             fresh_server(f"{i}-celery")
             through_celery(warm_up, timeout=120)  # graph loaded, connections open
-            celery_seconds, celery_cpu = measured(
-                lambda: through_celery(threads, timeout), groups()
+            assert server.process is not None
+            celery_seconds, celery_cpu, celery_loop = measured(
+                lambda: through_celery(threads, timeout), groups(), server.process.pid
             )
             celery_stages = stages(threads)
             celery_queue = server_queue(server.log_path, 2 * threads)
             fresh_server(f"{i}-sdk")
             through_sdk(server.url, warm_up, concurrency)
-            sdk_seconds, sdk_cpu = measured(
-                lambda: through_sdk(server.url, threads, concurrency), groups()
+            assert server.process is not None
+            sdk_seconds, sdk_cpu, sdk_loop = measured(
+                lambda: through_sdk(server.url, threads, concurrency), groups(), server.process.pid
             )
             sdk_queue = server_queue(server.log_path, 2 * threads)
             fresh_server(f"{i}-client")
@@ -579,6 +598,17 @@ def main() -> int:
         print(
             f"  - {label}: {parts}; {1000 * total / threads:.0f} ms of CPU per flow, "
             f"{total / last_seconds[label]:.2f} of the {os.cpu_count()} cores busy on average"
+        )
+    print(
+        "- the server's event loop (its main thread, which every request and run goes through), "
+        "last round: of each second, how long it ran and how long it was ready to run but "
+        "waited for a CPU (`/proc/PID/task/PID/schedstat`):"
+    )
+    for label, (ran, waited) in (("Celery", celery_loop), ("SDK", sdk_loop)):
+        wall = last_seconds[label]
+        print(
+            f"  - {label}: ran {1000 * ran / wall:.0f} ms, waited {1000 * waited / wall:.0f} ms "
+            f"({100 * waited / (ran + waited) if ran + waited else 0:.0f} % of its ready time)"
         )
     # The server is one process: it cannot use more than a core. Everything else shares what is
     # left. So with this much CPU per flow, no scheduling finishes the Celery side sooner than:
