@@ -62,8 +62,10 @@ SDK_APPROVAL = {"decisions": [{"type": "approve"}]}
 
 
 def approval(payload: dict[str, Any]) -> dict[str, Any]:
-    """What the Celery side's reviewer decides on a review's ``payload``: approve the held call."""
-    return {"tool_calls": [{"id": payload["tool_calls"][0]["id"], "action": "approve"}]}
+    """What the reviewer decides on a review's ``payload``: approve every held call."""
+    return {
+        "tool_calls": [{"id": call["id"], "action": "approve"} for call in payload["tool_calls"]]
+    }
 
 
 def _admin_connection() -> Any:
@@ -182,10 +184,11 @@ def loop_schedule(pid: int) -> tuple[float, float]:
 
 
 def measured(
-    call: Any, groups: dict[str, int | str], server_pid: int
+    call: Any, groups: dict[str, int | str]
 ) -> tuple[float, dict[str, float], tuple[float, float]]:
     """Wall seconds of ``call()``, the CPU seconds each process group spent meanwhile, and the
-    seconds the server's event loop ran and waited for a CPU meanwhile."""
+    seconds the server's event loop (``groups["server"]``) ran and waited for a CPU meanwhile."""
+    server_pid = int(groups["server"])
     before = {name: cpu_seconds(pgid) for name, pgid in groups.items()}
     loop_before = loop_schedule(server_pid)
     own = time.process_time()
@@ -354,9 +357,13 @@ def through_client(url: str, threads: int, concurrency: int) -> float:
             metadata={"nitro_run_id": str(uuid.uuid4())},  # services.runs.RUN_KEY, as the workers
         )
         assert paused.review is not None, paused
-        calls = [{"id": call["id"], "action": "approve"} for call in paused.review.tool_calls]
         done = client.review(
-            thread_id, GRAPH, "bench", tool_calls=calls, context={}, pending=paused.review
+            thread_id,
+            GRAPH,
+            "bench",
+            context={},
+            pending=paused.review,
+            **approval({"tool_calls": paused.review.tool_calls}),
         )
         assert str(done.reply).startswith("Done!"), done.reply
 
@@ -494,17 +501,15 @@ def main() -> int:
         for i in range(max(1, args.rounds)):
             fresh_server(f"{i}-celery")
             through_celery(warm_up, timeout=120)  # graph loaded, connections open
-            assert server.process is not None
             celery_seconds, celery_cpu, celery_loop = measured(
-                lambda: through_celery(threads, timeout), groups(), server.process.pid
+                lambda: through_celery(threads, timeout), groups()
             )
             celery_stages = stages(threads)
             celery_queue = server_queue(server.log_path, 2 * threads)
             fresh_server(f"{i}-sdk")
             through_sdk(server.url, warm_up, concurrency)
-            assert server.process is not None
             sdk_seconds, sdk_cpu, sdk_loop = measured(
-                lambda: through_sdk(server.url, threads, concurrency), groups(), server.process.pid
+                lambda: through_sdk(server.url, threads, concurrency), groups()
             )
             sdk_queue = server_queue(server.log_path, 2 * threads)
             fresh_server(f"{i}-client")
