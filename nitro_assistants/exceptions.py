@@ -53,12 +53,16 @@ class ReviewSupersededError(ThreadResumptionError):
         self.interrupt_id = interrupt_id
 
 
-class ReviewNotPendingError(ThreadResumptionError):
-    """A local review was already decided, superseded or closed: nothing was recorded."""
+class TransportError(NitroAssistantsError):
+    """A request never got an answer (connection refused, timed out, cut short). Always
+    transient."""
 
-    def __init__(self, message: str, *, review: object | None = None) -> None:
-        super().__init__(message)
-        self.review = review
+    def __init__(self, *args: object, status_code: int | None = None) -> None:
+        super().__init__(*args, transient=True, status_code=status_code)
+
+
+class ReviewShapeError(NitroAssistantsError, ValueError):
+    """A pause the client cannot read: an action with no matching tool call, an unknown shape."""
 
 
 class UnknownAssistantError(NitroAssistantsError, KeyError):
@@ -85,3 +89,20 @@ class InteractionConflictError(InteractionDecisionError):
 class InteractionForbiddenError(InteractionDecisionError):
     """The user may not take this decision: not the session's opener, or missing permissions
     (``issues`` lists them)."""
+
+
+class ReviewNotPendingError(InteractionConflictError):
+    """A local review was already decided, superseded or closed: nothing was recorded."""
+
+    def __init__(self, message: str, *, review: object | None = None) -> None:
+        super().__init__(message, field="revision")
+        self.review = review
+
+
+class ReviewStateError(NitroAssistantsError):
+    """A review was asked to move to a status its lifecycle does not allow from where it is
+    (:data:`nitro_assistants.rules.TRANSITIONS`): a bug in the caller, never user input."""
+
+    def __init__(self, message: str, *, review: object | None = None) -> None:
+        super().__init__(message)
+        self.review = review

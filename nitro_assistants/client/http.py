@@ -13,6 +13,7 @@ from typing import Any
 import requests
 
 from nitro_assistants.exceptions import ConfigurationError
+from nitro_assistants.exceptions import TransportError as TransportError
 
 logger = logging.getLogger("nitro_assistants.client")
 
@@ -20,10 +21,6 @@ TRANSIENT_STATUSES = frozenset({502, 503, 504})
 DEFAULT_POOL_SIZE = 10  # connections requests keeps per host
 AUTH_SCHEMES = ("bearer", "x-api-key")
 Timeout = float | tuple[float, float]
-
-
-class TransportError(Exception):
-    """The request never got an answer (connection refused, timed out). Always transient."""
 
 
 def detail_of(response: requests.Response) -> str:

@@ -6,15 +6,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from nitro_assistants.exceptions import ReviewShapeError as ReviewShapeError
+
 REPLY_ACTION = "__reply__"
 TOOL_DECISIONS = ("approve", "edit", "reject", "respond")
 REPLY_DECISIONS = ("approve", "edit", "reject")
 INTERACTION_KINDS = ("question", "blueprint", "plan")
 _INTERRUPT_ID = re.compile(r"[0-9a-f]{32}")
-
-
-class ReviewShapeError(ValueError):
-    """A pause the client cannot read: an action with no matching tool call, an unknown shape."""
 
 
 def message_text(message: dict[str, Any]) -> str:
