@@ -83,7 +83,7 @@ def our_side(flows: int) -> list[tuple[str, float, float]]:
         return results, 1000 * (time.process_time() - started) / len(items), 0.0
 
     def approve(review: Review) -> Any:
-        return services.decide(review.pk, None, approval(review.payload))
+        return services.decide(review, None, approval(review.payload))
 
     passes: list[list[tuple[str, float, float]]] = []
     for counting in (True, False):

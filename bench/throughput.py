@@ -222,8 +222,9 @@ def through_celery(threads: int, timeout: float) -> float:
     while True:
         # Not a moving watermark: a review's pk is taken before its transaction commits.
         reviews = Review.objects.filter(pk__gt=first_review, status=Review.Status.PENDING)
-        for pk, payload in reviews.order_by("pk").values_list("pk", "payload"):
-            services.decide(pk, None, approval(payload))
+        shown = reviews.order_by("pk").values_list("pk", "payload", "revision", "digest")
+        for pk, payload, revision, digest in shown:
+            services.decide(pk, None, {**approval(payload), "revision": revision, "digest": digest})
             decided += 1
         ours = Decision.objects.filter(pk__gt=first_decision)
         applied = ours.filter(outcome=Decision.Outcome.APPLIED).count()

@@ -18,6 +18,8 @@ def assistants() -> Registry:
     Read at call time, so ``override_settings`` applies. ``assistants()["key"]`` is an
     :class:`~nitro_assistants.client.Assistant` bound to that definition's ``assistant_id``.
     """
+    # Imported here, not at the top: ``import nitro_assistants`` (which the Django-free client
+    # does) must not import Django, and conf reads Django's settings.
     from nitro_assistants.client.registry import Registry
     from nitro_assistants.conf import app_settings
 

@@ -11,6 +11,9 @@ class NitroAssistantsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from nitro_assistants import checks, receivers  # noqa: F401  (registers checks)
+        # Django's way: import for the side effect once the app registry is ready: the checks
+        # register, and the tasks register with whichever Celery app the project runs (the
+        # services enqueue them by name).
+        from nitro_assistants import checks, receivers, tasks  # noqa: F401
 
         receivers.connect()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 
 class AppSettings:
     DEFAULTS: dict[str, Any] = {
@@ -30,8 +32,6 @@ class AppSettings:
     }
 
     def _setting(self, name: str) -> Any:
-        from django.conf import settings
-
         configured = getattr(settings, "NITRO_ASSISTANTS", None) or {}
         return configured.get(name, self.DEFAULTS[name])
 

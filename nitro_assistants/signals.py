@@ -34,3 +34,8 @@ delivery_failed = Signal()
 #: sender: Delivery. provides args: delivery (Delivery), thread (Thread),
 #: pending_for (float, seconds)
 delivery_pending = Signal()
+
+#: An approved plan finished running its steps: every step completed (``status`` "completed"),
+#: or one failed or was skipped (``status`` "failed").
+#: sender: Review. provides args: review (Review), status (str)
+plan_finished = Signal()

@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, HttpRe
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from nitro_assistants import tasks
 from nitro_assistants.models import Run
 from nitro_assistants.services.runs import run_from_webhook_token
 
@@ -17,8 +18,6 @@ from nitro_assistants.services.runs import run_from_webhook_token
 def webhook(request: HttpRequest) -> HttpResponse:
     """Authenticated by the signed token in its URL (``?token=``): the body is not trusted, it
     only tells us to go and read the run from the server."""
-    from nitro_assistants import tasks
-
     try:
         run_pk = run_from_webhook_token(request.GET.get("token", ""))
     except (signing.BadSignature, ValueError):

@@ -5,7 +5,6 @@ Everything here returns plain data (strings, dicts); templates escape it. Nothin
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -149,13 +148,3 @@ def held_summary(review: Review) -> str:
     if isinstance(interaction, dict):
         return first_line(str(interaction.get("title") or interaction.get("summary") or ""))
     return ""
-
-
-def review_digest(review: Review) -> str:
-    """What the form was rendered from: the interaction's digest, else the payload's SHA-256."""
-    if review.digest:
-        return review.digest
-    canonical = json.dumps(
-        review.payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-    )
-    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from nitro_assistants import rules
 from nitro_assistants.conf import app_settings
 from nitro_assistants.models import Delivery, Review
 
@@ -31,7 +32,10 @@ class QueueStatusFilter(admin.SimpleListFilter):
     ALL = "all"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
-        return [*Review.Status.choices, (self.ALL, _("All"))]
+        # The statuses the kind filtered can be in (every kind's when none is).
+        statuses = rules.statuses_for(request.GET.get("kind__exact") or None)
+        labels = dict(Review.Status.choices)
+        return [*((status, labels[status]) for status in statuses), (self.ALL, _("All"))]
 
     def selected(self) -> str:
         return str(self.value() or Review.Status.PENDING)

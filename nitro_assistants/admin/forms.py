@@ -15,7 +15,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
-from nitro_assistants.admin.conversation import review_digest
+from nitro_assistants import rules
 from nitro_assistants.models import Review
 
 ACTION_LABELS = {
@@ -39,20 +39,18 @@ class StampForm(forms.Form):
             initial={
                 "interrupt_id": review.interrupt_id or "",
                 "revision": review.revision,
-                "digest": review_digest(review),
+                "digest": review.digest,
             }
         )
 
-    def matches(self, review: Review) -> bool:
-        """True when the form was rendered from ``review`` as it is now."""
-        if not self.is_valid():
-            return False
+    def shown(self) -> dict[str, Any]:
+        """The ``revision`` and ``digest`` the form was rendered from, for
+        :func:`nitro_assistants.services.decide` to check against the review as it is now."""
         data = self.cleaned_data
-        return (
-            (data["interrupt_id"] or "") == (review.interrupt_id or "")
-            and data["revision"] == review.revision
-            and data["digest"] == review_digest(review)
-        )
+        shown = {"revision": data["revision"], "digest": data["digest"]}
+        if data.get("interrupt_id"):
+            shown["interrupt_id"] = data["interrupt_id"]
+        return shown
 
 
 class ReviewDecisionForm:
@@ -141,8 +139,8 @@ class ToolCallForm(forms.Form):
         self.model_args: dict[str, Any] = dict(call.get("args") or {})
         self.allowed = [
             a
-            for a in (call.get("allowed_decisions") or ["approve", "edit", "reject"])
-            if a in ACTION_LABELS
+            for a in (call.get("allowed_decisions") or rules.TOOL_CALL_ACTIONS)
+            if a in rules.TOOL_CALL_ACTIONS
         ]
         kwargs["initial"] = {f"arg__{k}": _argument_initial(v) for k, v in self.model_args.items()}
         super().__init__(*args, **kwargs)
@@ -249,8 +247,8 @@ class ReplyForm(forms.Form):
 
     def __init__(self, draft: dict[str, Any], *args: Any, **kwargs: Any) -> None:
         self.draft = str(draft.get("content") or "")
-        allowed = draft.get("allowed_decisions") or ["approve", "edit", "reject"]
-        self.allowed = [a for a in allowed if a in ("approve", "edit", "reject")]
+        allowed = draft.get("allowed_decisions") or rules.REPLY_ACTIONS
+        self.allowed = [a for a in allowed if a in rules.REPLY_ACTIONS]
         kwargs["initial"] = {"content": self.draft}
         super().__init__(*args, **kwargs)
         action = self.fields["action"]

@@ -14,7 +14,13 @@ from django.utils.translation import gettext_lazy as _
 
 from nitro_assistants.admin.forms import ReviewDecisionForm, register_decision_form
 from nitro_assistants.models import Review
-from nitro_assistants.services.interactions import MAX_NOTE, plan_steps
+from nitro_assistants.rules import (
+    CONTENT_KEY,
+    DECISIONS_BY_KIND,
+    MAX_NOTE,
+    option_values,
+    plan_steps,
+)
 
 DECISION_LABELS = {
     "answer": _("Answer"),
@@ -65,7 +71,7 @@ class InteractionDecisionForm(ReviewDecisionForm):
     @property
     def content_json(self) -> str:
         """The questions, blueprint or plan as JSON, for reading."""
-        key = {"question": "questions", "blueprint": "blueprint", "plan": "plan"}[self.review.kind]
+        key = CONTENT_KEY[self.review.kind]
         return json.dumps(self.interaction.get(key), indent=2, ensure_ascii=False, default=str)
 
     def is_valid(self) -> bool:
@@ -135,7 +141,7 @@ class QuestionForm(forms.Form):
 @register_decision_form(Review.Kind.QUESTION)
 class QuestionDecisionForm(InteractionDecisionForm):
     template_name = "admin/nitro_assistants/review/decide_question.html"
-    decisions = ("answer", "cancel")
+    decisions = DECISIONS_BY_KIND["question"]
 
     def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
         super().__init__(review, data)
@@ -159,7 +165,7 @@ class QuestionDecisionForm(InteractionDecisionForm):
 @register_decision_form(Review.Kind.BLUEPRINT)
 class BlueprintDecisionForm(InteractionDecisionForm):
     template_name = "admin/nitro_assistants/review/decide_blueprint.html"
-    decisions = ("accept", "request_revision", "cancel")
+    decisions = DECISIONS_BY_KIND["blueprint"]
 
     def decision(self) -> dict[str, Any]:
         return self.body()
@@ -187,10 +193,8 @@ class StepForm(forms.Form):
         for spec in self.declared:
             label = str(spec.get("label") or spec["name"])
             options = spec.get("options")
-            if isinstance(options, list) and options:
-                values = [
-                    o.get("value", o.get("optionId")) if isinstance(o, dict) else o for o in options
-                ]
+            values = option_values(options)
+            if isinstance(options, list) and values is not None:
                 labels = [
                     o.get("label", v) if isinstance(o, dict) else o
                     for o, v in zip(options, values, strict=True)
@@ -239,7 +243,7 @@ class StepForm(forms.Form):
 @register_decision_form(Review.Kind.PLAN)
 class PlanDecisionForm(InteractionDecisionForm):
     template_name = "admin/nitro_assistants/review/decide_plan.html"
-    decisions = ("approve", "request_revision", "cancel")
+    decisions = DECISIONS_BY_KIND["plan"]
 
     def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
         super().__init__(review, data)

@@ -25,7 +25,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from nitro_assistants import services
+from nitro_assistants import rules, services
 from nitro_assistants.admin import metrics
 from nitro_assistants.admin.conversation import held_conversation, held_summary, pretty_json
 from nitro_assistants.admin.filters import (
@@ -43,7 +43,11 @@ from nitro_assistants.admin.forms import (
     decision_form_for,
 )
 from nitro_assistants.admin.options import ReadOnlyAdmin, can_decide
-from nitro_assistants.exceptions import ThreadResumptionError
+from nitro_assistants.exceptions import (
+    InteractionConflictError,
+    InteractionForbiddenError,
+    ThreadResumptionError,
+)
 from nitro_assistants.models import Decision, Delivery, Event, Review
 from nitro_assistants.models.reviews import pending_first
 
@@ -76,28 +80,38 @@ def short_age(age: datetime.timedelta) -> str:
 def approve_all(review: Review) -> dict[str, Any]:
     """The decision "approve everything this review holds"; ``ThreadResumptionError`` when a
     call does not allow it or the kind has no plain approval."""
-    if review.kind == Review.Kind.REPLY:
-        return {"reply": {"action": "approve"}}
-    if review.kind == Review.Kind.TOOL_CALLS:
-        return {
-            "tool_calls": [{"id": call["id"], "action": "approve"} for call in review.tool_calls]
-        }
-    raise ThreadResumptionError(
-        _("A %(kind)s review is decided on its own screen.") % {"kind": review.get_kind_display()}
-    )
+    if review.kind not in rules.REVIEW_KINDS:
+        raise ThreadResumptionError(
+            _("A %(kind)s review is decided on its own screen.")
+            % {"kind": review.get_kind_display()}
+        )
+    return rules.approve_everything(review.kind, review.tool_calls)
 
 
 def reject_all(review: Review, reason: str) -> dict[str, Any]:
-    if review.kind == Review.Kind.REPLY:
-        return {"reply": {"action": "reject", "message": reason}, "note": reason}
-    if review.kind == Review.Kind.TOOL_CALLS:
-        calls = [
-            {"id": call["id"], "action": "reject", "message": reason} for call in review.tool_calls
-        ]
-        return {"tool_calls": calls, "note": reason}
-    raise ThreadResumptionError(
-        _("A %(kind)s review is decided on its own screen.") % {"kind": review.get_kind_display()}
-    )
+    if review.kind not in rules.REVIEW_KINDS:
+        raise ThreadResumptionError(
+            _("A %(kind)s review is decided on its own screen.")
+            % {"kind": review.get_kind_display()}
+        )
+    return rules.reject_everything(review.kind, review.tool_calls, reason)
+
+
+#: The queue posts, beside each ticked row, the revision and digest it showed (``<rev>:<digest>``).
+SHOWN_PREFIX = "nitro-shown-"
+
+
+def shown_stamp(request: HttpRequest, pk: int) -> dict[str, Any]:
+    """The revision and digest the queue showed for review ``pk``, or ``{}`` if it showed none."""
+    revision, _sep, digest = request.POST.get(f"{SHOWN_PREFIX}{pk}", "").partition(":")
+    if not revision.isdigit() or not digest:
+        return {}
+    return {"revision": int(revision), "digest": digest}
+
+
+def shown_fields(request: HttpRequest) -> list[tuple[str, str]]:
+    """The posted stamps, for a confirmation page to carry forward."""
+    return [(k, str(request.POST.get(k, ""))) for k in request.POST if k.startswith(SHOWN_PREFIX)]
 
 
 def shown_decision(decision: Decision, review: Review) -> list[dict[str, Any]]:
@@ -216,10 +230,15 @@ class ReviewAdmin(ReadOnlyAdmin):
         # The same input Django renders, written directly: rendering a CheckboxInput through
         # the form renderer per row was the single largest cost of the queue page.
         return format_html(
-            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">'
+            '<input type="hidden" name="{}{}" value="{}:{}">',
             helpers.ACTION_CHECKBOX_NAME,
             obj.pk,
             _("Select this object for an action - %(name)s") % {"name": f"review #{obj.pk}"},
+            SHOWN_PREFIX,
+            obj.pk,
+            obj.revision,
+            obj.digest,
         )
 
     @admin.display(description=gettext_lazy("thread"), ordering="thread__thread_id")
@@ -307,7 +326,7 @@ class ReviewAdmin(ReadOnlyAdmin):
             if not decide_allowed:
                 raise PermissionDenied
             stamp = StampForm(request.POST)
-            if review.status != Review.Status.PENDING or not stamp.matches(review):
+            if not stamp.is_valid():  # not rendered from any review: nothing it shows is known
                 stale, status = True, 409
             elif review.kind not in DECISION_FORMS:
                 messages.error(
@@ -320,9 +339,18 @@ class ReviewAdmin(ReadOnlyAdmin):
                 form = decision_form_for(review, request.POST)
                 if form.is_valid():
                     try:
-                        services.decide(review, request.user, form.decision())
-                    except services.ReviewNotPendingError:
+                        # By pk, with the revision and digest the form was rendered from: the
+                        # service refuses the decision when the review changed since.
+                        services.decide(
+                            review.pk,
+                            request.user,
+                            {**form.decision(), **stamp.shown()},
+                            via="admin",
+                        )
+                    except InteractionConflictError:
                         stale, status = True, 409
+                    except InteractionForbiddenError:
+                        raise PermissionDenied from None
                     except ThreadResumptionError as exc:
                         form.add_error(str(exc))
                         status = 400
@@ -332,6 +360,8 @@ class ReviewAdmin(ReadOnlyAdmin):
                             _("Decision recorded on review #%(pk)s.") % {"pk": review.pk},
                         )
                         return HttpResponseRedirect(self.review_url(review))
+                elif review.status != Review.Status.PENDING:
+                    stale, status = True, 409
                 else:
                     status = 400
             if stale:
@@ -425,12 +455,15 @@ class ReviewAdmin(ReadOnlyAdmin):
         applied = refused = 0
         for review in self._selected(request, queryset):
             try:
-                if review.status != Review.Status.PENDING:
-                    raise services.ReviewNotPendingError(
-                        _("Review #%(pk)s was already %(status)s.")
-                        % {"pk": review.pk, "status": review.get_status_display()}
-                    )
-                services.decide(review, request.user, build(review))
+                # The revision and digest of the row as the queue showed it, when it did (a
+                # "select all" takes rows nobody saw: they are decided as they are now).
+                shown = shown_stamp(request, review.pk)
+                services.decide(
+                    review.pk if shown else review,
+                    request.user,
+                    {**build(review), **shown},
+                    via="admin",
+                )
             except ThreadResumptionError as exc:
                 refused += 1
                 messages.warning(
@@ -492,6 +525,7 @@ class ReviewAdmin(ReadOnlyAdmin):
             "more": count - len(shown),
             "select_across": across,
             "ticked": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+            "shown": shown_fields(request),
             "form": form,
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             "action": "reject_selected",

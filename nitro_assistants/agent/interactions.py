@@ -10,8 +10,9 @@ from typing import Any
 from langchain_core.tools import tool
 from langgraph.types import interrupt
 
-KINDS = ("question", "blueprint", "plan")
-CONTENT_KEY = {"question": "questions", "blueprint": "blueprint", "plan": "plan"}
+from nitro_assistants.rules import CONTENT_KEY, INTERACTION_KINDS
+
+KINDS = INTERACTION_KINDS
 
 
 def request_interaction(

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nitro_assistants import __version__
+from nitro_assistants import __version__, rules
 from nitro_assistants.api.errors import CODES
-from nitro_assistants.services.interactions import (
+from nitro_assistants.rules import (
     DECISIONS,
     MAX_ANSWERS,
     MAX_COMMENTS,
@@ -20,17 +20,8 @@ from nitro_assistants.services.interactions import (
     MAX_REVISION,
 )
 
-STATUSES = [
-    "pending",
-    "answered",
-    "accepted",
-    "revision_requested",
-    "cancelled",
-    "superseded",
-    "executing",
-    "completed",
-    "failed",
-]
+#: The statuses an interaction passes through (rules.INTERACTION_LIFECYCLE).
+STATUSES = list(rules.INTERACTION_LIFECYCLE)
 
 ERRORS = {
     "400": "Malformed JSON, or a field that is wrong (`details.field` names it, `details.issues` "
@@ -201,7 +192,7 @@ def _schemas() -> dict[str, Any]:
             "properties": {
                 "sessionId": {"type": "string", "format": "uuid"},
                 "interactionId": {"type": "string"},
-                "kind": {"type": "string", "enum": ["question", "blueprint", "plan"]},
+                "kind": {"type": "string", "enum": list(rules.INTERACTION_KINDS)},
                 "revision": {"type": "integer", "minimum": 1, "maximum": MAX_REVISION},
                 "digest": {"type": "string"},
                 "origin": {"type": "string", "enum": ["assistant", "user"]},

@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
-from nitro_assistants import services
+from nitro_assistants import rules, services
 from nitro_assistants.api.auth import authenticate, throttle
 from nitro_assistants.api.errors import REQUEST_ID_HEADER, ApiError
 from nitro_assistants.api.openapi import openapi_document
@@ -23,19 +23,10 @@ from nitro_assistants.exceptions import (
     InteractionConflictError,
     InteractionDecisionError,
     InteractionForbiddenError,
-    NitroAssistantsError,
-    ReviewNotPendingError,
 )
-from nitro_assistants.models import Decision, Event, Review, Thread
-from nitro_assistants.services import clients
-from nitro_assistants.services.clients import is_transient
-from nitro_assistants.services.interactions import (
-    MAX_ID,
-    clean_body,
-    describe,
-    latest_revision,
-    latest_revisions,
-)
+from nitro_assistants.models import Event, Review, Thread
+from nitro_assistants.rules import MAX_ID
+from nitro_assistants.services.interactions import describe, latest_revision, latest_revisions
 
 logger = logging.getLogger("nitro_assistants.api")
 
@@ -106,12 +97,8 @@ def _thread(session_id: str, user: Any, *, deciding: bool = False) -> Thread:
     )
     if thread is None:
         raise ApiError(404, "not_found", f"No session {session_id}", field="sessionId")
-    if thread.opened_by_id == user.pk:
+    if thread.opened_by_id == user.pk or deciding:  # who may decide: services.may_decide
         return thread
-    if deciding:
-        raise ApiError(
-            403, "forbidden", "Only the person who opened this session may decide its interactions"
-        )
     if not user.has_perm("nitro_assistants.view_review"):
         raise ApiError(403, "forbidden", "You may not read this session")
     return thread
@@ -169,78 +156,27 @@ def _invalid(error: InteractionDecisionError) -> ApiError:
     return ApiError(400, "invalid_json", str(error), field=error.field, issues=error.issues)
 
 
-def _replayed(review: Review, user: Any, body: dict[str, Any]) -> Decision | None:
-    """The same person sending the same decision again (e.g. after a 503): their recorded decision,
-    still waiting to be delivered; None when it is anything else."""
-    decision = getattr(review, "decision", None) if _decided(review) else None
-    if (
-        decision is None
-        or decision.outcome != Decision.Outcome.PENDING
-        or decision.decided_by_id != user.pk
-        or (decision.answer or {}).get("decision") != body["decision"]
-    ):
-        return None
-    shown = {review.revision}
-    if review.origin == "user":  # the edit became a revision of its own: the one shown is before it
-        shown.add(review.revision - 1)
-    return decision if body["revision"] in shown else None
-
-
-def _decided(review: Review) -> bool:
-    try:
-        review.decision  # noqa: B018 - a reverse one-to-one raises when absent
-    except Decision.DoesNotExist:
-        return False
-    return True
-
-
-def _reachable(thread: Thread) -> bool:
-    """Whether the Assistants server answers for this thread now (the decision itself is stored
-    and its delivery task retries on its own either way)."""
-    try:
-        clients.assistant_for(thread.assistant_key).thread_state(thread_id=str(thread.thread_id))
-    except Exception as exc:
-        if is_transient(exc):
-            return False
-        if isinstance(exc, NitroAssistantsError):
-            return True  # it answered, with an error of its own
-        raise
-    return True
-
-
 @endpoint("POST")
 def decide(request: HttpRequest, user: Any, session_id: str, interaction_id: str) -> HttpResponse:
     thread = _thread(session_id, user, deciding=True)
     review = _review(thread, interaction_id)
+    if not services.may_decide(user, review, "api"):
+        raise ApiError(
+            403, "forbidden", "Only the person who opened this session may decide its interactions"
+        )
     try:
-        body = clean_body(_json_body(request))
+        body = rules.clean_body(_json_body(request))
+        services.decide(review, user, body, via="api")
+    except InteractionConflictError as error:
+        raise ApiError(409, "conflict", str(error), field=error.field) from None
+    except InteractionForbiddenError as error:
+        raise ApiError(
+            403, "forbidden", str(error), field=error.field, issues=error.issues
+        ) from None
     except InteractionDecisionError as error:
         raise _invalid(error) from None
-    decision = _replayed(review, user, body)
-    if decision is None:
-        try:
-            decision = services.decide(review, user, body)
-        except InteractionConflictError as error:
-            raise ApiError(409, "conflict", str(error), field=error.field) from None
-        except InteractionForbiddenError as error:
-            raise ApiError(
-                403, "forbidden", str(error), field=error.field, issues=error.issues
-            ) from None
-        except InteractionDecisionError as error:
-            raise _invalid(error) from None
-        except ReviewNotPendingError as error:
-            raise ApiError(409, "conflict", str(error), field="revision") from None
     decided = latest_revision(thread.pk, interaction_id)
     assert decided is not None
-    if not _reachable(thread):
-        raise ApiError(
-            503,
-            "assistant_decisions_unavailable",
-            "The decision is recorded, but the assistant cannot be reached now: it will be "
-            "delivered when it can. Sending the same decision again is safe.",
-            retryable=True,
-            headers={"Retry-After": "30"},
-        )
     return JsonResponse(describe(decided))
 
 

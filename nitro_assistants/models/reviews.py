@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from nitro_assistants import rules
 from nitro_assistants.models.threads import Run, Thread
 
 
@@ -19,7 +20,20 @@ def pending_first() -> models.Case:
 
 
 class Review(models.Model):
-    """What a thread is paused on. At most one ``pending`` review per thread."""
+    """What a thread is paused on. At most one ``pending`` review per thread.
+
+    Every review carries a ``revision`` and the ``digest`` of what a reviewer is shown; a decision
+    names both (:func:`nitro_assistants.services.decide`). Its status changes only through
+    :func:`nitro_assistants.services.transition`, along one of two lifecycles
+    (:data:`nitro_assistants.rules.TRANSITIONS`):
+
+    - tool calls and replies: ``pending`` → ``decided`` → ``applied`` | ``failed``; ``pending`` or
+      ``decided`` → ``superseded``. ``decided`` and ``applied`` belong to these kinds only.
+    - typed interactions (question, blueprint, plan): ``pending`` → ``answered`` | ``accepted`` |
+      ``revision_requested`` | ``cancelled`` | ``executing`` (an approved plan) | ``superseded``;
+      ``executing`` → ``completed`` | ``failed``. These statuses belong to interactions only
+      (``executing`` and ``completed`` to plans).
+    """
 
     class Kind(models.TextChoices):
         TOOL_CALLS = "tool_calls", _("tool calls")
@@ -84,6 +98,13 @@ class Review(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} review #{self.pk} ({self.status})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self.digest:  # every review carries the digest of what a reviewer is shown
+            self.digest = rules.review_digest(self.kind, self.payload or {})
+            if kwargs.get("update_fields") is not None:
+                kwargs["update_fields"] = {*kwargs["update_fields"], "digest"}
+        super().save(*args, **kwargs)
 
     @property
     def interrupt_id(self) -> str | None:

@@ -1,22 +1,25 @@
 """The only code that changes state. Every function guards the current status, locks the rows it
 changes (``select_for_update``), writes an :class:`~nitro_assistants.models.Event`, sends its signal
-and enqueues Celery work after the transaction commits."""
+and enqueues Celery work after the transaction commits. A review's status changes only through
+:func:`transition` (:mod:`.lifecycle`); Celery work is enqueued by task name (:mod:`.enqueue`):
+the services never import :mod:`nitro_assistants.tasks`."""
 
 from __future__ import annotations
 
 from nitro_assistants.exceptions import ReviewNotPendingError
 from nitro_assistants.services.deliveries import record_deliveries, sweep_deliveries
+from nitro_assistants.services.lifecycle import supersede_pending_review, transition
 from nitro_assistants.services.plans import execute_plan_step, requeue_stale_steps
 from nitro_assistants.services.recovery import requeue_stale
 from nitro_assistants.services.reviews import (
+    collect_run,
     decide,
     execute_resume,
     fail_resume,
-    supersede_pending_review,
+    may_decide,
     validate_decision,
 )
 from nitro_assistants.services.runs import (
-    collect_run,
     execute_run,
     fail_run,
     start_run,
@@ -32,6 +35,7 @@ __all__ = [
     "execute_run",
     "fail_resume",
     "fail_run",
+    "may_decide",
     "record_deliveries",
     "requeue_stale",
     "requeue_stale_steps",
@@ -39,5 +43,6 @@ __all__ = [
     "supersede_pending_review",
     "sweep_deliveries",
     "sync_thread",
+    "transition",
     "validate_decision",
 ]

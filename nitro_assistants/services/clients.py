@@ -4,23 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import requests
+from django.db import InterfaceError, OperationalError
+
+import nitro_assistants
+
 
 def assistant_for(assistant_key: str) -> Any:
     """The :class:`~nitro_assistants.client.Assistant` configured under ``assistant_key``."""
-    import nitro_assistants
-
     return nitro_assistants.assistants()[assistant_key]
 
 
 def is_transient(exc: BaseException) -> bool:
     """True for errors worth retrying: connection errors, timeouts, 502/503/504, and a lost
     database connection (the service checks state again when retried)."""
-    from django.db import InterfaceError, OperationalError
-
     if getattr(exc, "transient", False) or isinstance(exc, OperationalError | InterfaceError):
         return True
-    try:
-        import requests
-    except ImportError:  # pragma: no cover - requests is a dependency
-        return False
     return isinstance(exc, requests.ConnectionError | requests.Timeout)

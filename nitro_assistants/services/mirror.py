@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from typing import Any
 
 from django.db.models import Q
 from django.utils import timezone
 
-from nitro_assistants import signals
+from nitro_assistants import rules, signals
 from nitro_assistants.models import Decision, Review, Run, Thread
+from nitro_assistants.operations import get_operation
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
+from nitro_assistants.services.lifecycle import supersede
 
 
 def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str, Any]]) -> Run:
@@ -34,17 +34,6 @@ def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str
         mirror_pending(thread, run, pending)
         record_deliveries(thread, messages, run=run)
     return run
-
-
-CONTENT_KEY = {"question": "questions", "blueprint": "blueprint", "plan": "plan"}
-
-
-def interaction_digest(interaction: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON (sorted keys, no spaces) of an interaction's content: its
-    questions, blueprint or plan (PROTOCOL.md §8)."""
-    content = interaction.get(CONTENT_KEY.get(str(interaction.get("kind")), ""), interaction)
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _interaction(pending: Any) -> dict[str, Any] | None:
@@ -84,13 +73,18 @@ def _review_fields(thread: Thread, pending: Any) -> dict[str, Any]:
             payload={"interaction": interaction},
             interaction_id=interaction_id,
             revision=previous + 1,
-            digest=interaction_digest(interaction),
+            digest=rules.interaction_digest(interaction),
         )
-        from nitro_assistants.services.interactions import interaction_problems
-
-        if problems := interaction_problems(interaction):  # e.g. a plan step no operation runs
+        problems = rules.interaction_problems(interaction, _operation_exists)
+        if problems:  # e.g. a plan step no operation runs
             fields["payload"]["problems"] = problems
+    else:
+        fields["digest"] = rules.review_digest(fields["kind"], fields["payload"])
     return fields
+
+
+def _operation_exists(name: str) -> bool:
+    return get_operation(name) is not None
 
 
 def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | None:
@@ -125,13 +119,4 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
     return review
 
 
-def supersede(review: Review, *, reason: str, actor: Any = None) -> Review:
-    """Close a review the thread has moved past; ``review_superseded`` once."""
-    if review.status not in (Review.Status.PENDING, Review.Status.DECIDED):
-        return review
-    review.status = Review.Status.SUPERSEDED
-    review.closed_at = timezone.now()
-    review.save(update_fields=["status", "closed_at"])
-    record_event(review.thread, "review_superseded", review=review, actor=actor, reason=reason)
-    send_on_commit(signals.review_superseded, Review, review=review, reason=reason)
-    return review
+__all__ = ["mirror_pending", "record_result", "supersede"]

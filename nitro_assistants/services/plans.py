@@ -6,17 +6,19 @@ order, under the user who approved it. A failed step stops the steps that depend
 from __future__ import annotations
 
 import datetime
-from functools import partial
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from nitro_assistants import rules
 from nitro_assistants.conf import app_settings
 from nitro_assistants.models import Review, StepResult
 from nitro_assistants.operations import get_operation
 from nitro_assistants.services.audit import record_event
+from nitro_assistants.services.enqueue import enqueue, send
+from nitro_assistants.services.lifecycle import transition
 
 PLAN_STEP_EVENT = "plan_step"
 
@@ -24,10 +26,8 @@ PLAN_STEP_EVENT = "plan_step"
 def start_plan(review: Review, disabled: list[str], user: Any) -> list[StepResult]:
     """One pending :class:`StepResult` per enabled step; the steps that depend on nothing are
     enqueued once the transaction commits. The caller holds the review's lock."""
-    from nitro_assistants.services.interactions import enabled_steps
-
     plan = (review.payload.get("interaction") or {}).get("plan")
-    steps = enabled_steps(plan, disabled)
+    steps = rules.enabled_steps(plan, disabled)
     enabled = {str(step.get("stepId")) for step in steps}
     results = StepResult.objects.bulk_create(
         StepResult(
@@ -53,8 +53,6 @@ def _enqueue_ready(review: Review, completed: str | None = None) -> None:
     depend on nothing, else those whose last dependency was ``completed``. A step becomes
     ready once, when its last dependency completes (under the review's lock), so it is
     enqueued once."""
-    from nitro_assistants import tasks
-
     results = list(review.step_results.all())
     status = {r.step_id: r.status for r in results}
     for result in results:
@@ -65,7 +63,7 @@ def _enqueue_ready(review: Review, completed: str | None = None) -> None:
         if completed is not None and completed not in result.depends_on:
             continue
         if all(status.get(d) == StepResult.Status.COMPLETED for d in result.depends_on):
-            transaction.on_commit(partial(tasks.execute_plan_step.delay, result.pk))
+            enqueue("nitro_assistants.execute_plan_step", result.pk)
 
 
 def _skip_dependents(review: Review) -> None:
@@ -96,10 +94,7 @@ def _finish(review: Review) -> None:
     if statuses & {StepResult.Status.PENDING, StepResult.Status.RUNNING}:
         return
     failed = bool(statuses & {StepResult.Status.FAILED, StepResult.Status.SKIPPED})
-    review.status = Review.Status.FAILED if failed else Review.Status.COMPLETED
-    review.closed_at = timezone.now()
-    review.save(update_fields=["status", "closed_at"])
-    record_event(review.thread, f"plan_{review.status}", review=review)
+    transition(review, rules.FAILED if failed else rules.COMPLETED)
 
 
 def _step_event(review: Review, result: StepResult, actor: Any = None) -> None:
@@ -179,8 +174,6 @@ def requeue_stale_steps(now: datetime.datetime | None = None) -> int:
     have not started ``REQUEUE_AFTER`` seconds after the approval: their task was lost (a process
     died before the on-commit enqueue, or the broker lost its queue). A step that started is
     never run again by this (operations need not be idempotent). Returns how many."""
-    from nitro_assistants import tasks
-
     now = now or timezone.now()
     cutoff = now - datetime.timedelta(seconds=app_settings.REQUEUE_AFTER)
     candidates = StepResult.objects.filter(
@@ -192,6 +185,6 @@ def requeue_stale_steps(now: datetime.datetime | None = None) -> int:
     for result in candidates:
         statuses = dict(result.review.step_results.values_list("step_id", "status"))
         if all(statuses.get(d) == StepResult.Status.COMPLETED for d in result.depends_on):
-            tasks.execute_plan_step.delay(result.pk)
+            send("nitro_assistants.execute_plan_step", result.pk)
             count += 1
     return count

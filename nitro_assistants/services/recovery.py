@@ -11,13 +11,12 @@ from django.utils import timezone
 
 from nitro_assistants.conf import app_settings
 from nitro_assistants.models import Decision, Run
+from nitro_assistants.services.enqueue import send
 
 
 def requeue_stale(now: datetime.datetime | None = None) -> dict[str, int]:
     """Enqueue again runs still queued or running, and decisions not yet applied, that have seen
     no progress for ``REQUEUE_AFTER`` seconds."""
-    from nitro_assistants import tasks
-
     now = now or timezone.now()
     cutoff = now - datetime.timedelta(seconds=app_settings.REQUEUE_AFTER)
     runs = list(
@@ -27,14 +26,14 @@ def requeue_stale(now: datetime.datetime | None = None) -> dict[str, int]:
     )
     for pk, remote_run_id in runs:
         if remote_run_id and app_settings.RUN_MODE == "background":
-            tasks.collect_run.delay(str(pk), wait=False)
+            send("nitro_assistants.collect_run", str(pk), wait=False)
         else:
-            tasks.run_thread.delay(str(pk))
+            send("nitro_assistants.run_thread", str(pk))
     decisions = list(
         Decision.objects.filter(outcome=Decision.Outcome.PENDING, decided_at__lte=cutoff)
         .filter(Q(run__started_at__isnull=True) | Q(run__started_at__lte=cutoff))
         .values_list("pk", flat=True)
     )
     for decision_pk in decisions:
-        tasks.resume_thread.delay(decision_pk)
+        send("nitro_assistants.resume_thread", decision_pk)
     return {"runs": len(runs), "decisions": len(decisions)}

@@ -1,18 +1,21 @@
-"""Reviews: deciding them (the one entry for admin, API and bulk actions) and applying decisions."""
+"""Reviews: deciding them (the one entry for the admin, bulk actions, the JSON API and the shell)
+and applying decisions on the server."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from django.db import transaction
 from django.utils import timezone
 
-from nitro_assistants import signals
+from nitro_assistants import rules, signals
 from nitro_assistants.client.results import REPLY_DECISIONS, PendingReview, ReplyDraft
-from nitro_assistants.client.review import build_resume
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import (
+    InteractionConflictError,
+    InteractionDecisionError,
+    InteractionForbiddenError,
     NitroAssistantsError,
     ReviewNotPendingError,
     ReviewSupersededError,
@@ -22,27 +25,29 @@ from nitro_assistants.models import Decision, Review, Run, Thread
 from nitro_assistants.services import clients
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
-from nitro_assistants.services.interactions import INTERACTION_KINDS, decide_interaction
-from nitro_assistants.services.mirror import record_result, supersede
+from nitro_assistants.services.enqueue import enqueue
+from nitro_assistants.services.interactions import decide_interaction, username
+from nitro_assistants.services.lifecycle import (
+    close_decision,
+    fail_review,
+    supersede,
+    transition,
+)
+from nitro_assistants.services.mirror import record_result
 from nitro_assistants.services.runs import (
     ACTIVE_REMOTE_STATUSES,
     RUN_KEY,
+    collect_turn,
     count_attempt,
+    fail_run,
     find_remote_run,
     webhook_url,
 )
 
-
-def supersede_pending_review(thread: Thread, *, reason: str, actor: Any = None) -> Review | None:
-    """Supersede the thread's pending review, if any. The caller holds the thread's lock."""
-    review = (
-        Review.objects.select_for_update()
-        .filter(thread=thread, status=Review.Status.PENDING)
-        .first()
-    )
-    if review is None:
-        return None
-    return supersede(review, reason=reason, actor=actor)
+#: Who is deciding: through the admin, through the JSON API, or code of the host project (the
+#: shell, a policy), which brings its own authority.
+Channel = Literal["admin", "api"] | None
+DECIDE_PERMISSION = "nitro_assistants.decide_review"
 
 
 def pending_review_of(review: Review) -> PendingReview:
@@ -69,113 +74,200 @@ def pending_review_of(review: Review) -> PendingReview:
 
 
 def validate_decision(review: Review, decision: Mapping[str, Any]) -> dict[str, Any]:
-    """Check ``decision`` against the review with the client's own rules, before anything is
-    stored (PROTOCOL.md §4: a resume the graph refuses leaves a batched thread stuck).
-
-    ``decision`` is ``{"reply": {"action", "content"?, "message"?}}`` for a reply review or
-    ``{"tool_calls": [{"id", "action", "args"?, "message"?}, ...]}`` (one per held call), plus an
-    optional ``"note"``. Returns the cleaned decision; raises ``ThreadResumptionError``.
-    """
-    reply, tool_calls = decision.get("reply"), decision.get("tool_calls")
-    if review.kind not in (Review.Kind.REPLY, Review.Kind.TOOL_CALLS):
+    """Check a tool-call or reply ``decision`` against ``review`` with the client's own rules,
+    before anything is stored (docs/protocol.md §4: a resume the graph refuses leaves a batched
+    thread stuck). Returns the cleaned decision; raises ``ThreadResumptionError``."""
+    if review.kind not in rules.REVIEW_KINDS:
         raise ThreadResumptionError(
             f"Deciding a {review.get_kind_display()} review is not supported here."
         )
-    if (reply is None) == (tool_calls is None):
-        raise ThreadResumptionError("Pass exactly one of reply or tool_calls")
-    if reply is not None and not isinstance(reply, Mapping):
-        raise ThreadResumptionError("`reply` must be an object with an `action`")
-    if tool_calls is not None and not isinstance(tool_calls, list | tuple):
-        raise ThreadResumptionError("`tool_calls` must be a list, one review per held call")
-    build_resume(
-        pending_review_of(review),
-        reply=reply,
-        tool_calls=tool_calls,
-        answer=None,
-        reviewer_id="validation",
-        reviewed_at="",
+    body = {k: v for k, v in decision.items() if k not in ("revision", "digest", "interrupt_id")}
+    return rules.clean_review_decision(pending_review_of(review), body)
+
+
+def may_decide(user: Any, review: Review, via: Channel) -> bool:
+    """Who may decide ``review``: anyone with ``decide_review`` (in the admin, or over the API
+    for tool calls and replies); a typed interaction also by the person who opened its session,
+    and over the API only by them. Code of the host project (``via=None``) brings its own."""
+    if via is None:
+        return True
+    if not getattr(user, "is_authenticated", False):
+        return False
+    opener = review.thread.opened_by_id is not None and review.thread.opened_by_id == user.pk
+    if review.kind in rules.INTERACTION_KINDS:
+        return opener or (via == "admin" and user.has_perm(DECIDE_PERMISSION))
+    return bool(user.has_perm(DECIDE_PERMISSION))
+
+
+def _forbidden(review: Review, via: Channel) -> InteractionForbiddenError:
+    if review.kind in rules.INTERACTION_KINDS and via == "api":
+        return InteractionForbiddenError(
+            "Only the person who opened this session may decide its interactions"
+        )
+    return InteractionForbiddenError(
+        "Deciding reviews needs the nitro_assistants.decide_review permission"
     )
-    if reply is not None:
-        keys = ("action", "content") if reply.get("action") == "edit" else ("action",)
-        cleaned = {k: reply[k] for k in keys}
-        if reply.get("action") == "reject" and reply.get("message"):
-            cleaned["message"] = str(reply["message"])
-        return {"reply": cleaned, "tool_calls": None}
-    by_id = {str(item["id"]): item for item in tool_calls or []}
-    items = []
-    for call in review.tool_calls:
-        item = by_id[str(call["id"])]
-        kept: dict[str, Any] = {"id": call["id"], "action": item["action"]}
-        if item["action"] == "edit":
-            kept["args"] = dict(item["args"])
-        if item["action"] in ("respond", "reject") and item.get("message"):
-            kept["message"] = str(item["message"])
-        items.append(kept)
-    return {"reply": None, "tool_calls": items}
 
 
-def _reviewer_id(user: Any) -> str:
-    if user is None or not getattr(user, "pk", None):
-        return "system"
-    return str(user.get_username())
-
-
-def decide(review: Review | int, user: Any, decision: Mapping[str, Any]) -> Decision:
-    """Record a reviewer's decision on a pending review and enqueue its resume after commit.
-
-    For a typed interaction (question, blueprint, plan) ``decision`` is the decide API's body
-    (``{"decision", "revision", "digest", ...}``, PROTOCOL.md §8); see
-    :func:`nitro_assistants.services.interactions.decide_interaction`.
-
-    Raises ``ReviewNotPendingError`` when someone else decided first (or the review is closed) and
-    ``ThreadResumptionError`` when the decision does not fit the review; nothing is stored then.
-    """
-    from nitro_assistants import tasks
-
-    pk = review.pk if isinstance(review, Review) else review
-    with transaction.atomic():
-        locked = Review.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
-        if locked.kind in INTERACTION_KINDS:
-            # Typed interactions: the revision, digest and content checks are their own.
-            return decide_interaction(locked, user, decision)
-        if locked.status != Review.Status.PENDING:
-            raise ReviewNotPendingError(
-                f"Review #{locked.pk} was already {locked.get_status_display()}.", review=locked
+def _shown_stamp(decision: Mapping[str, Any], shown: Review | None) -> tuple[int, str]:
+    """The revision and digest the decision was made on: named in it, or (code holding a
+    ``Review`` it read) the instance's, as it was read."""
+    if "revision" in decision or "digest" in decision or shown is None:
+        if shown is None and not ("revision" in decision and "digest" in decision):
+            raise InteractionDecisionError(
+                "Name the `revision` and `digest` of the review as it was shown",
+                field="revision" if "revision" not in decision else "digest",
             )
-        cleaned = validate_decision(locked, decision)
-        now = timezone.now()
-        thread = locked.thread
-        run = Run.objects.create(
-            thread=thread,
-            kind=Run.Kind.RESUME,
-            input={"reply": cleaned["reply"], "tool_calls": cleaned["tool_calls"]},
-            requested_by=user if getattr(user, "pk", None) else None,
+        return rules.clean_stamp(decision)
+    return shown.revision, shown.digest
+
+
+def _interaction_replay(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision | None:
+    """The same person sending the same decision on the same revision again (a double submit, a
+    retry after a timeout): their recorded decision; None when it is anything else."""
+    if not getattr(user, "pk", None):
+        return None
+    recorded = (
+        Decision.objects.filter(
+            review__thread_id=review.thread_id,
+            review__interaction_id=review.interaction_id,
+            decided_by_id=user.pk,
         )
-        record = Decision.objects.create(
-            review=locked,
-            decided_by=user if getattr(user, "pk", None) else None,
-            reviewer_id=_reviewer_id(user),
-            interrupt_id=locked.interrupt_id or "",
-            reply=cleaned["reply"],
-            tool_calls=cleaned["tool_calls"],
-            note=str(decision.get("note") or ""),
-            decided_at=now,
-            run=run,
+        .select_related("review")
+        .order_by("-pk")
+        .first()
+    )
+    if recorded is None or (recorded.answer or {}).get("decision") != cleaned["decision"]:
+        return None
+    shown = {recorded.review.revision}
+    if recorded.review.origin == "user":  # an edit became a revision of its own
+        shown.add(recorded.review.revision - 1)
+    return recorded if cleaned["revision"] in shown else None
+
+
+def _review_replay(
+    review: Review, user: Any, cleaned: Mapping[str, Any], stamp: tuple[int, str]
+) -> Decision | None:
+    if not getattr(user, "pk", None) or stamp != (review.revision, review.digest):
+        return None
+    try:
+        recorded = review.decision
+    except Decision.DoesNotExist:
+        return None
+    if recorded.decided_by_id == user.pk and rules.same_review_decision(
+        {"reply": recorded.reply, "tool_calls": recorded.tool_calls}, cleaned
+    ):
+        return recorded
+    return None
+
+
+def decide(
+    review: Review | int,
+    user: Any,
+    decision: Mapping[str, Any],
+    *,
+    via: Channel = None,
+) -> Decision:
+    """Record a decision on a review and enqueue its resume after commit: the only way a
+    decision is recorded, for every kind and from every path.
+
+    ``decision`` names the ``revision`` and ``digest`` of the review as it was shown (code that
+    passes the ``Review`` it read may leave them out: the instance's are used), plus, for held
+    tool calls, ``tool_calls: [{"id", "action", "args"?, "message"?}]``; for a reply,
+    ``reply: {"action", "content"?, "message"?}``; for a typed interaction, the decide API's
+    body (``{"decision", ...}``, docs/protocol.md §8); and an optional ``note``.
+
+    The same person sending the same decision on the same revision again gets the decision
+    already recorded (nothing is recorded twice). Raises ``ReviewNotPendingError`` or
+    ``InteractionConflictError`` (stale: decided by someone else, or content changed since it
+    was shown), ``InteractionForbiddenError`` (``via`` says who may decide) and
+    ``ThreadResumptionError`` (the decision does not fit); nothing is stored then.
+    """
+    pk = review.pk if isinstance(review, Review) else review
+    shown = review if isinstance(review, Review) else None
+    if not isinstance(decision, Mapping):
+        raise InteractionDecisionError("The decision must be an object")
+    with transaction.atomic(), events_batched():
+        locked = Review.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
+        if not may_decide(user, locked, via):
+            raise _forbidden(locked, via)
+        if locked.kind in rules.INTERACTION_KINDS:
+            if shown is not None and "revision" not in decision and "digest" not in decision:
+                decision = {**decision, "revision": shown.revision, "digest": shown.digest}
+            shown_interrupt = decision.get("interrupt_id")
+            body = rules.clean_body({k: v for k, v in decision.items() if k != "interrupt_id"})
+            replay = _interaction_replay(locked, user, body)
+            if replay is not None:
+                return replay
+            if shown_interrupt and str(shown_interrupt) != (locked.interrupt_id or ""):
+                raise InteractionConflictError(
+                    f"Interaction {locked.interaction_id} is paused on another interrupt than the "
+                    "one shown",
+                    field="interrupt_id",
+                )
+            return decide_interaction(locked, user, body)
+        stamp = _shown_stamp(decision, shown)
+        try:
+            cleaned = validate_decision(locked, decision)
+        except ThreadResumptionError:
+            if locked.status != Review.Status.PENDING:
+                raise _not_pending(locked) from None
+            raise
+        replay = _review_replay(locked, user, cleaned, stamp)
+        if replay is not None:
+            return replay
+        if locked.status != Review.Status.PENDING:
+            raise _not_pending(locked)
+        rules.check_stamp(
+            label=f"review #{locked.pk}",
+            revision=locked.revision,
+            digest=locked.digest,
+            status=locked.status,
+            shown_revision=stamp[0],
+            shown_digest=stamp[1],
+            interrupt_id=locked.interrupt_id,
+            shown_interrupt_id=(
+                str(decision["interrupt_id"]) if decision.get("interrupt_id") else None
+            ),
         )
-        locked.status = Review.Status.DECIDED
-        locked.save(update_fields=["status"])
-        record_event(
-            thread,
-            "review_decided",
-            review=locked,
-            run=run,
-            actor=user,
-            actions=record.actions,
-            note=record.note,
-        )
-        send_on_commit(signals.review_decided, Review, review=locked, decision=record, user=user)
-        decision_pk = record.pk
-        transaction.on_commit(lambda: tasks.resume_thread.delay(decision_pk))
+        return _record(locked, user, cleaned)
+
+
+def _not_pending(review: Review) -> ReviewNotPendingError:
+    return ReviewNotPendingError(
+        f"Review #{review.pk} was already {review.get_status_display()}.", review=review
+    )
+
+
+def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
+    real_user = user if getattr(user, "pk", None) else None
+    run = Run.objects.create(
+        thread=review.thread,
+        kind=Run.Kind.RESUME,
+        input={"reply": cleaned["reply"], "tool_calls": cleaned["tool_calls"]},
+        requested_by=real_user,
+    )
+    record = Decision.objects.create(
+        review=review,
+        decided_by=real_user,
+        reviewer_id=username(user),
+        interrupt_id=review.interrupt_id or "",
+        reply=cleaned["reply"],
+        tool_calls=cleaned["tool_calls"],
+        note=str(cleaned.get("note") or ""),
+        decided_at=timezone.now(),
+        run=run,
+    )
+    transition(
+        review,
+        rules.DECIDED,
+        actor=user,
+        run=run,
+        actions=record.actions,
+        note=record.note,
+        signal_kwargs={"decision": record, "user": user},
+    )
+    enqueue("nitro_assistants.resume_thread", record.pk)
     return record
 
 
@@ -190,8 +282,6 @@ def execute_resume(decision: Decision | int) -> Decision:
     it applied. A task redelivered after a crash finds the remote resume by its metadata
     (``reviewer_id`` + ``reviewed_at``) instead of sending it again.
     """
-    from nitro_assistants import tasks
-
     pk = decision.pk if isinstance(decision, Decision) else decision
     # A later delivery that sees attempts > 1 looks for the remote resume first.
     count_attempt(Run.objects.filter(decision__pk=pk, decision__outcome=Decision.Outcome.PENDING))
@@ -229,10 +319,7 @@ def execute_resume(decision: Decision | int) -> Decision:
                 run.remote_run_id = str(remote["run_id"])
                 run.save(update_fields=["remote_run_id"])
                 if not app_settings.WEBHOOK_URL:
-                    run_pk = str(run.pk)
-                    transaction.on_commit(
-                        lambda: tasks.collect_run.apply_async((run_pk,), countdown=1)
-                    )
+                    enqueue("nitro_assistants.collect_run", str(run.pk), countdown=1)
                 return record
             if result is None:
                 result = assistant.review(thread_id=thread_id, **_review_arguments(record, thread))
@@ -244,15 +331,15 @@ def execute_resume(decision: Decision | int) -> Decision:
                 raise ThreadResumptionError(
                     "the resume's event stream ended before its run did", transient=True
                 ) from exc
-            _close(record, run, Decision.Outcome.SUPERSEDED, str(exc))
+            close_decision(record, Decision.Outcome.SUPERSEDED, str(exc))
             supersede(review, reason="stale")
             return record
         except NitroAssistantsError as exc:
             if is_transient(exc):
                 raise
             error = str(exc) or exc.__class__.__name__
-            _close(record, run, Decision.Outcome.FAILED, error)
-            _fail_review(review, run, error)
+            close_decision(record, Decision.Outcome.FAILED, error)
+            _fail(review, run, error)
             return record
         if run.remote_run_id:
             run.save(update_fields=["remote_run_id"])
@@ -286,11 +373,10 @@ def _applied(record: Decision, review: Review, run: Run, result: Any, messages: 
         record.outcome = Decision.Outcome.APPLIED
         record.applied_at = timezone.now()
         record.save(update_fields=["outcome", "applied_at"])
-        if review.kind not in INTERACTION_KINDS:  # an interaction keeps its own status
-            review.status = Review.Status.APPLIED
-            review.closed_at = record.applied_at
-            review.save(update_fields=["status", "closed_at"])
-        record_event(thread, "review_applied", review=review, run=run)
+        if review.kind in rules.REVIEW_KINDS:  # an interaction keeps the status it was decided to
+            transition(review, rules.APPLIED, run=run, at=record.applied_at)
+        else:
+            record_event(thread, "review_applied", review=review, run=run)
         record_result(thread, run, result, messages)
 
 
@@ -328,12 +414,12 @@ def collect_resume(run: Run, *, wait: bool) -> Run:
             return record.run or run
         review, run = record.review, record.run
         if isinstance(outcome, ReviewSupersededError):
-            _close(record, run, Decision.Outcome.SUPERSEDED, str(outcome))
+            close_decision(record, Decision.Outcome.SUPERSEDED, str(outcome))
             supersede(review, reason="stale")
         elif isinstance(outcome, NitroAssistantsError):
             error = str(outcome) or outcome.__class__.__name__
-            _close(record, run, Decision.Outcome.FAILED, error)
-            _fail_review(review, run, error)
+            close_decision(record, Decision.Outcome.FAILED, error)
+            _fail(review, run, error)
         else:
             _applied(record, review, run, *outcome)
     run.refresh_from_db()
@@ -346,55 +432,30 @@ def _resume_still_running(assistant: Any, thread_id: str, decision: Decision) ->
     return remote is not None and remote.get("status") in ACTIVE_REMOTE_STATUSES
 
 
-def _close(record: Decision, run: Run, outcome: str, error: str) -> None:
-    record.outcome = outcome
-    record.error = error
-    record.save(update_fields=["outcome", "error"])
-    run.status = Run.Status.FAILED
-    run.error = error
-    run.finished_at = timezone.now()
-    run.save(update_fields=["status", "error", "finished_at"])
-
-
-def _fail_review(review: Review, run: Run, error: str) -> None:
-    # An approved plan's state is its steps' (they run whether the assistant heard or not).
-    if review.status not in (Review.Status.EXECUTING, Review.Status.COMPLETED):
-        review.status = Review.Status.FAILED
-        review.closed_at = timezone.now()
-        review.save(update_fields=["status", "closed_at"])
+def _fail(review: Review, run: Run, error: str) -> None:
+    """The server refused a decision: the review fails, the thread is in error, ``run_failed``."""
+    fail_review(review, run, error)
     Thread.objects.filter(pk=review.thread_id).update(status=Thread.Status.ERROR)
-    record_event(review.thread, "review_failed", review=review, run=run, error=error)
     send_on_commit(signals.run_failed, Run, run=run, thread=review.thread, error=error)
-
-
-def close_failed_decision(run: Run, error: str) -> None:
-    """A resume run failed for good (retries exhausted): its decision and review failed with it.
-    Called by ``fail_run`` inside its transaction, which sends ``run_failed``."""
-    record = (
-        Decision.objects.select_for_update(of=("self",))
-        .filter(run=run)
-        .select_related("review")
-        .first()
-    )
-    if record is None or record.outcome != Decision.Outcome.PENDING:
-        return
-    record.outcome = Decision.Outcome.FAILED
-    record.error = error
-    record.save(update_fields=["outcome", "error"])
-    review = record.review
-    if review.status == Review.Status.DECIDED:
-        review.status = Review.Status.FAILED
-        review.closed_at = timezone.now()
-        review.save(update_fields=["status", "closed_at"])
 
 
 def fail_resume(decision: Decision | int, error: str) -> Decision:
     """Retries exhausted on a resume: the run, decision and review fail; ``run_failed`` once."""
-    from nitro_assistants.services.runs import fail_run
-
     pk = decision.pk if isinstance(decision, Decision) else decision
     record = Decision.objects.select_related("run").get(pk=pk)
     if record.run is not None:
         fail_run(record.run, error)
     record.refresh_from_db()
     return record
+
+
+def collect_run(run: Run | Any, *, wait: bool = True) -> Run:
+    """Background mode: read the outcome of a remote run this app created, a turn or a resume,
+    and record it. With ``wait=False`` a run still going on the server is left alone."""
+    pk = run.pk if isinstance(run, Run) else run
+    found = Run.objects.select_related("thread").get(pk=pk)
+    if found.finished or not found.remote_run_id:
+        return found
+    if found.kind == Run.Kind.RESUME:
+        return collect_resume(found, wait=wait)
+    return collect_turn(found, wait=wait)

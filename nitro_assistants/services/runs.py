@@ -20,6 +20,8 @@ from nitro_assistants.models import Run, Thread
 from nitro_assistants.services import clients
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
+from nitro_assistants.services.enqueue import enqueue
+from nitro_assistants.services.lifecycle import close_failed_decision, supersede_pending_review
 from nitro_assistants.services.mirror import record_result
 
 #: Key of the remote run's metadata that carries the local Run's UUID (the idempotency key).
@@ -49,9 +51,6 @@ def start_run(
     """Record a run of ``thread`` (or of a new thread of the assistant key given) and enqueue it
     after commit. A review pending on the thread is superseded first: the new customer message
     discards the remote pause too (PROTOCOL.md §4)."""
-    from nitro_assistants import tasks
-    from nitro_assistants.services.reviews import supersede_pending_review
-
     payload = _normalize_messages(messages)
     with transaction.atomic(), events_batched():
         if isinstance(thread, str):
@@ -78,8 +77,7 @@ def start_run(
             requested_by=user if getattr(user, "pk", None) else None,
         )
         record_event(thread, "run_requested", run=run, actor=user, messages=payload)
-        run_pk = str(run.pk)
-        transaction.on_commit(lambda: tasks.run_thread.delay(run_pk))
+        enqueue("nitro_assistants.run_thread", str(run.pk))
     return run
 
 
@@ -176,7 +174,7 @@ def _run_and_wait(run: Run, assistant: Any) -> Run:
                 run.remote_run_id = str(remote["run_id"])
                 run.save(update_fields=["remote_run_id"])
         if run.remote_run_id:  # created by an attempt that died: read its outcome
-            return collect_run(run, wait=True)
+            return collect_turn(run, wait=True)
         messages = run.input.get("messages") or []
         result = assistant.run(
             thread_id=thread_id,
@@ -197,8 +195,6 @@ def _thread_known(run: Run) -> bool:
 
 
 def _start_in_background(run: Run, assistant: Any) -> Run:
-    from nitro_assistants import tasks
-
     with transaction.atomic():
         # Held while the run is created, so two deliveries of this task never both create it.
         run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=run.pk)
@@ -222,22 +218,18 @@ def _start_in_background(run: Run, assistant: Any) -> Run:
             run.remote_run_id = str(remote["run_id"])
             run.save(update_fields=["remote_run_id"])
     if not app_settings.WEBHOOK_URL:
-        run_pk = str(run.pk)
-        transaction.on_commit(lambda: tasks.collect_run.apply_async((run_pk,), countdown=1))
+        enqueue("nitro_assistants.collect_run", str(run.pk), countdown=1)
     return run
 
 
-def collect_run(run: Run | uuid.UUID | str, *, wait: bool = True) -> Run:
-    """Read the outcome of a created remote run and mirror it. With ``wait=False`` a run still
-    going on the server is left alone (the caller polls again later)."""
+def collect_turn(run: Run | uuid.UUID | str, *, wait: bool = True) -> Run:
+    """Read the outcome of a created remote run (a turn, not a resume: see
+    :func:`nitro_assistants.services.reviews.collect_run`) and mirror it. With ``wait=False`` a
+    run still going on the server is left alone (the caller polls again later)."""
     pk = run.pk if isinstance(run, Run) else run
     run = Run.objects.select_related("thread").get(pk=pk)
     if run.finished or not run.remote_run_id:
         return run
-    if run.kind == Run.Kind.RESUME:
-        from nitro_assistants.services.reviews import collect_resume
-
-        return collect_resume(run, wait=wait)
     thread_id = str(run.thread.thread_id)
     assistant = clients.assistant_for(run.thread.assistant_key)
     try:
@@ -289,8 +281,6 @@ def fail_run(run: Run | uuid.UUID | str, error: str) -> Run:
         Thread.objects.filter(pk=thread.pk).update(status=Thread.Status.ERROR)
         record_event(thread, "run_failed", run=run, error=error)
         if run.kind == Run.Kind.RESUME:
-            from nitro_assistants.services.reviews import close_failed_decision
-
             close_failed_decision(run, error)
         send_on_commit(signals.run_failed, Run, run=run, thread=thread, error=error)
     return run

@@ -106,12 +106,11 @@ def review_url(review: Review) -> str:
 
 def stamp(review: Review) -> dict[str, Any]:
     """The hidden fields a review screen renders for ``review``."""
-    from nitro_assistants.admin.conversation import review_digest
 
     return {
         "interrupt_id": review.interrupt_id or "",
         "revision": review.revision,
-        "digest": review_digest(review),
+        "digest": review.digest,
     }
 
 

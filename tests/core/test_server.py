@@ -93,7 +93,7 @@ def test_eight_reviewers_deciding_at_once_make_one_decision(
         barrier.wait()
         try:
             services.decide(
-                review.pk,
+                review,
                 user,
                 {"tool_calls": [{"id": review.tool_calls[0]["id"], "action": "approve"}]},
             )

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from nitro_assistants import services, tasks
+from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.models import ApiKey, Decision, Review, Run, Thread
 from tests.interactions.conftest import QUESTIONS, Api, assert_error
 
@@ -102,7 +103,7 @@ def test_request_revision_brings_revision_2(
     assert_error(stale, 409, "conflict", "revision")
 
 
-def test_server_down_is_503_and_the_decision_is_delivered_later(
+def test_server_down_the_decision_is_recorded_and_delivered_later(
     real_api: Api,
     opener: Any,
     server_settings: Any,
@@ -118,12 +119,21 @@ def test_server_down_is_503_and_the_decision_is_delivered_later(
     server_settings.stop()
     try:
         with django_capture_on_commit_callbacks(execute=True):
-            error = real_api.decide(review, {"decision": "accept"})
-        assert_error(error, 503, "assistant_decisions_unavailable")
-        assert error.json()["details"]["retryable"] is True
+            response = real_api.decide(review, {"decision": "accept"})
+        # The request does not wait on the server: the decision is stored and its delivery
+        # queued, whether the server answers now or not.
+        assert response.status_code == 200, response.json()
+        assert response.json()["status"] == "accepted"
     finally:
         server_settings.start()
     (decision_pk,) = queued
     assert Decision.objects.get(pk=decision_pk).outcome == Decision.Outcome.PENDING
-    services.execute_resume(decision_pk)  # what the retried task does once the server is back
+    # What the task does once the server is back: the first request may meet a pooled connection
+    # the restart closed (a transient error, which the task retries).
+    for _attempt in range(3):
+        try:
+            services.execute_resume(decision_pk)
+            break
+        except NitroAssistantsError as exc:
+            assert exc.transient, exc  # noqa: PT017 - a retry loop, not an expected raise
     assert Decision.objects.get(pk=decision_pk).outcome == Decision.Outcome.APPLIED

@@ -77,7 +77,7 @@ def test_sixteen_concurrent_deciders_one_wins(enqueued: list[int]) -> None:
     deciders = users(DECIDERS, "reviewer")
 
     def decide(i: int) -> Callable[[], Decision]:
-        return lambda: services.decide(review.pk, deciders[i], ACTIONS[i % len(ACTIONS)])
+        return lambda: services.decide(review, deciders[i], ACTIONS[i % len(ACTIONS)])
 
     results = race(*(decide(i) for i in range(DECIDERS)))
 
@@ -112,14 +112,14 @@ def test_bulk_decision_racing_a_single_decision(enqueued: list[int]) -> None:
             outcomes = []
             for review in reviews:
                 try:
-                    services.decide(review.pk, bulk_user, ACTIONS[0])
+                    services.decide(review, bulk_user, ACTIONS[0])
                     outcomes.append("decided")
                 except ReviewNotPendingError:
                     outcomes.append("refused")
             return outcomes
 
         def single(raced: Review = raced) -> Decision:
-            return services.decide(raced.pk, single_user, ACTIONS[1])
+            return services.decide(raced, single_user, ACTIONS[1])
 
         bulk_outcomes, single_outcome = race(bulk, single)
         assert isinstance(bulk_outcomes, list), bulk_outcomes

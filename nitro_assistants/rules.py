@@ -1,0 +1,720 @@
+"""The review rules, in one place: pure Python, typed, no Django import.
+
+What each review kind is, what a decision on it may contain, how a decision body is checked
+(field-level errors before anything is stored or sent), the digest of what a reviewer is shown,
+the resume value each kind is answered with, and which status a review may move to from which.
+The agent middleware, the services, the admin forms, the JSON API and its OpenAPI document all
+read these; none of them restates a rule.
+
+Protocol background: docs/protocol.md §4 (tool calls), §6 (replies), §8 (typed interactions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from nitro_assistants.client.results import INTERACTION_KINDS as INTERACTION_KINDS
+from nitro_assistants.client.results import (
+    REPLY_DECISIONS,
+    TOOL_DECISIONS,
+    PendingReview,
+)
+from nitro_assistants.client.review import build_resume
+from nitro_assistants.exceptions import (
+    InteractionConflictError,
+    InteractionDecisionError,
+    ThreadResumptionError,
+)
+
+# -- kinds ------------------------------------------------------------------------------------
+
+TOOL_CALLS: Final = "tool_calls"
+REPLY: Final = "reply"
+QUESTION: Final = "question"
+BLUEPRINT: Final = "blueprint"
+PLAN: Final = "plan"
+#: Held tool calls and reply drafts (HumanInTheLoopMiddleware and our reply contract, §4, §6).
+REVIEW_KINDS: Final = (TOOL_CALLS, REPLY)
+#: Every kind a review can be, in the order the admin lists them.
+KINDS: Final = (*REVIEW_KINDS, *INTERACTION_KINDS)
+#: Where an interaction keeps its content (§8).
+CONTENT_KEY: Final = {QUESTION: "questions", BLUEPRINT: "blueprint", PLAN: "plan"}
+
+#: What a reviewer may do with one held call, and with a reply draft.
+TOOL_CALL_ACTIONS: Final = TOOL_DECISIONS
+REPLY_ACTIONS: Final = REPLY_DECISIONS
+#: The decisions of a typed interaction, and which each kind takes (``cancel`` dismisses any).
+DECISIONS: Final = ("answer", "accept", "approve", "request_revision", "cancel")
+DECISIONS_BY_KIND: Final = {
+    QUESTION: ("answer", "cancel"),
+    BLUEPRINT: ("accept", "request_revision", "cancel"),
+    PLAN: ("approve", "request_revision", "cancel"),
+}
+
+# -- statuses and the state machine ------------------------------------------------------------
+
+PENDING: Final = "pending"
+DECIDED: Final = "decided"
+APPLIED: Final = "applied"
+SUPERSEDED: Final = "superseded"
+FAILED: Final = "failed"
+ANSWERED: Final = "answered"
+ACCEPTED: Final = "accepted"
+REVISION_REQUESTED: Final = "revision_requested"
+CANCELLED: Final = "cancelled"
+EXECUTING: Final = "executing"
+COMPLETED: Final = "completed"
+
+#: Tool-call and reply reviews: decided (stored, resume enqueued), then applied on the server,
+#: or failed there; superseded when the thread moved past the pause.
+REVIEW_LIFECYCLE: Final[dict[str, tuple[str, ...]]] = {
+    PENDING: (DECIDED, SUPERSEDED),
+    DECIDED: (APPLIED, FAILED, SUPERSEDED),
+    APPLIED: (),
+    FAILED: (),
+    SUPERSEDED: (),
+}
+#: Typed interactions (§8): the decision names the status (an approved plan executes its steps
+#: and ends completed or failed); a decision the assistant could not be told of fails it.
+INTERACTION_LIFECYCLE: Final[dict[str, tuple[str, ...]]] = {
+    PENDING: (ANSWERED, ACCEPTED, REVISION_REQUESTED, CANCELLED, EXECUTING, SUPERSEDED),
+    ANSWERED: (FAILED, SUPERSEDED),
+    ACCEPTED: (FAILED, SUPERSEDED),
+    REVISION_REQUESTED: (FAILED, SUPERSEDED),
+    CANCELLED: (FAILED, SUPERSEDED),
+    EXECUTING: (COMPLETED, FAILED),
+    COMPLETED: (),
+    FAILED: (),
+    SUPERSEDED: (),
+}
+TRANSITIONS: Final[dict[str, dict[str, tuple[str, ...]]]] = {
+    **{kind: REVIEW_LIFECYCLE for kind in REVIEW_KINDS},
+    **{kind: INTERACTION_LIFECYCLE for kind in INTERACTION_KINDS},
+}
+#: The interaction's status once a decision is recorded.
+STATUS_AFTER: Final = {
+    "answer": ANSWERED,
+    "accept": ACCEPTED,
+    "approve": EXECUTING,
+    "request_revision": REVISION_REQUESTED,
+    "cancel": CANCELLED,
+}
+#: Statuses in which a review is still open: waiting for a person, or for its outcome.
+OPEN_STATUSES: Final = frozenset({PENDING, DECIDED, EXECUTING})
+
+
+def statuses_for(kind: str | None = None) -> tuple[str, ...]:
+    """The statuses a review of ``kind`` can be in (every kind's when ``kind`` is None), in
+    lifecycle order."""
+    lifecycles = [TRANSITIONS[kind]] if kind in TRANSITIONS else list(TRANSITIONS.values())
+    seen: dict[str, None] = {}
+    for lifecycle in lifecycles:
+        for status in lifecycle:
+            seen.setdefault(status, None)
+    return tuple(seen)
+
+
+def may_move(kind: str, current: str, target: str) -> bool:
+    """Whether a review of ``kind`` may go from ``current`` to ``target``."""
+    return target in TRANSITIONS.get(kind, REVIEW_LIFECYCLE).get(current, ())
+
+
+# -- limits (the decide API's, §8) ---------------------------------------------------------------
+
+MAX_REVISION: Final = 9007199254740991
+MAX_ANSWERS, MAX_COMMENTS, MAX_DISABLED_STEPS = 4, 30, 12
+MAX_NOTE, MAX_ID, MAX_DIGEST = 4000, 128, 128
+#: The fields an interaction decision body may carry.
+BODY_FIELDS: Final = (
+    "decision",
+    "digest",
+    "revision",
+    "answers",
+    "comments",
+    "disabledSteps",
+    "edits",
+    "note",
+)
+#: The fields a tool-call or reply decision body may carry.
+REVIEW_BODY_FIELDS: Final = ("revision", "digest", "interrupt_id", "tool_calls", "reply", "note")
+
+
+def _invalid(field: str, *issues: str) -> InteractionDecisionError:
+    return InteractionDecisionError(issues[0], field=field, issues=list(issues))
+
+
+def _is_text(value: Any, limit: int, *, blank_ok: bool = False) -> bool:
+    return isinstance(value, str) and len(value) <= limit and (blank_ok or bool(value.strip()))
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+# -- digests --------------------------------------------------------------------------------------
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no spaces, unicode kept: the form a digest is taken of."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def interaction_digest(interaction: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of an interaction's content: its questions, blueprint or
+    plan (§8)."""
+    content = interaction.get(CONTENT_KEY.get(str(interaction.get("kind")), ""), interaction)
+    return hashlib.sha256(canonical_json(content).encode()).hexdigest()
+
+
+def review_digest(kind: str, payload: Mapping[str, Any]) -> str:
+    """SHA-256 of what a reviewer is shown of a review: an interaction's content, or the held
+    tool calls / reply draft."""
+    if kind in INTERACTION_KINDS and isinstance(payload.get("interaction"), Mapping):
+        return interaction_digest(payload["interaction"])
+    shown = {"tool_calls": payload.get("tool_calls") or [], "reply": payload.get("reply")}
+    return hashlib.sha256(canonical_json(shown).encode()).hexdigest()
+
+
+# -- the stamp: revision and digest of what was shown ---------------------------------------------
+
+
+def clean_stamp(body: Mapping[str, Any]) -> tuple[int, str]:
+    """The ``revision`` and ``digest`` a decision body names; field errors otherwise."""
+    digest = body.get("digest")
+    if not isinstance(digest, str) or not digest or len(digest) > MAX_DIGEST:
+        raise _invalid("digest", f"`digest` must be a string of 1 to {MAX_DIGEST} characters")
+    revision = body.get("revision")
+    if (
+        isinstance(revision, bool)
+        or not isinstance(revision, int)
+        or not 1 <= revision <= MAX_REVISION
+    ):
+        raise _invalid("revision", f"`revision` must be an integer from 1 to {MAX_REVISION}")
+    return revision, digest
+
+
+def check_stamp(
+    *,
+    label: str,
+    revision: int,
+    digest: str,
+    status: str,
+    shown_revision: int,
+    shown_digest: str,
+    interrupt_id: str | None = None,
+    shown_interrupt_id: str | None = None,
+) -> None:
+    """Refuse (409 material) a decision on anything but the pending revision as it was shown.
+    ``label`` names the review in the message, e.g. ``interaction int-1`` or ``review #12``."""
+    if shown_revision != revision:
+        raise InteractionConflictError(
+            f"Revision {shown_revision} is not the current one: {label} is at revision {revision}",
+            field="revision",
+        )
+    if status != PENDING:
+        raise InteractionConflictError(
+            f"Revision {revision} of {label} is {status}: only a pending review can be decided",
+            field="revision",
+        )
+    if shown_interrupt_id is not None and shown_interrupt_id != (interrupt_id or ""):
+        raise InteractionConflictError(
+            f"{label} is paused on another interrupt than the one shown", field="interrupt_id"
+        )
+    if shown_digest != digest:
+        raise InteractionConflictError(
+            f"The digest does not match revision {revision} of {label}: it changed since it "
+            "was shown",
+            field="digest",
+        )
+
+
+# -- a tool-call or reply decision -----------------------------------------------------------------
+
+
+def clean_review_decision(pending: PendingReview, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a decision on held tool calls or a reply draft against the pause, with the client's
+    own rules (a resume the graph refuses leaves a batched thread stuck, §4), and return what is
+    kept: ``{"reply": {...} | None, "tool_calls": [...] | None, "note": str}``.
+
+    ``body`` holds ``reply: {"action", "content"?, "message"?}`` or ``tool_calls: [{"id",
+    "action", "args"?, "message"?}, ...]`` (one per held call), and an optional ``note``.
+    Raises :class:`ThreadResumptionError` (an :class:`InteractionDecisionError` naming the
+    field where one is at fault).
+    """
+    unknown = sorted(set(body) - set(REVIEW_BODY_FIELDS))
+    if unknown:
+        raise _invalid(unknown[0], *(f"Unknown field `{name}`" for name in unknown))
+    reply, tool_calls = body.get("reply"), body.get("tool_calls")
+    if pending.kind not in REVIEW_KINDS:
+        raise ThreadResumptionError(f"A {pending.kind} review is decided with an interaction body")
+    if (reply is None) == (tool_calls is None):
+        raise _invalid("", "Pass exactly one of reply or tool_calls")
+    if reply is not None and not isinstance(reply, Mapping):
+        raise _invalid("reply", "`reply` must be an object with an `action`")
+    if tool_calls is not None and not isinstance(tool_calls, list | tuple):
+        raise _invalid("tool_calls", "`tool_calls` must be a list, one review per held call")
+    if tool_calls is not None and not all(isinstance(item, Mapping) for item in tool_calls):
+        raise _invalid("tool_calls", "Each item of `tool_calls` must be an object with an `id`")
+    note = body.get("note", "")
+    if not isinstance(note, str) or len(note) > MAX_NOTE:
+        raise _invalid("note", f"`note` must be a string of at most {MAX_NOTE} characters")
+    build_resume(
+        pending,
+        reply=reply,
+        tool_calls=tool_calls,
+        answer=None,
+        reviewer_id="validation",
+        reviewed_at="",
+    )
+    if reply is not None:
+        keys = ("action", "content") if reply.get("action") == "edit" else ("action",)
+        cleaned = {k: reply[k] for k in keys}
+        if reply.get("action") == "reject" and reply.get("message"):
+            cleaned["message"] = str(reply["message"])
+        return {"reply": cleaned, "tool_calls": None, "note": note.strip()}
+    by_id = {str(item["id"]): item for item in tool_calls or []}
+    items = []
+    for call in pending.tool_calls:
+        item = by_id[str(call["id"])]
+        kept: dict[str, Any] = {"id": call["id"], "action": item["action"]}
+        if item["action"] == "edit":
+            kept["args"] = dict(item["args"])
+        if item["action"] in ("respond", "reject") and item.get("message"):
+            kept["message"] = str(item["message"])
+        items.append(kept)
+    return {"reply": None, "tool_calls": items, "note": note.strip()}
+
+
+def approve_everything(kind: str, tool_calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The decision "approve all this review holds" (a reply as drafted, every held call)."""
+    if kind == REPLY:
+        return {"reply": {"action": "approve"}}
+    if kind == TOOL_CALLS:
+        return {"tool_calls": [{"id": call["id"], "action": "approve"} for call in tool_calls]}
+    raise ThreadResumptionError(f"A {kind} review has no plain approval")
+
+
+def reject_everything(
+    kind: str, tool_calls: Sequence[Mapping[str, Any]], reason: str
+) -> dict[str, Any]:
+    """The decision "reject all this review holds", with one reason."""
+    if kind == REPLY:
+        return {"reply": {"action": "reject", "message": reason}, "note": reason}
+    if kind == TOOL_CALLS:
+        calls = [{"id": call["id"], "action": "reject", "message": reason} for call in tool_calls]
+        return {"tool_calls": calls, "note": reason}
+    raise ThreadResumptionError(f"A {kind} review has no plain rejection")
+
+
+def same_review_decision(recorded: Mapping[str, Any], cleaned: Mapping[str, Any]) -> bool:
+    """Whether a recorded tool-call/reply decision is the one ``cleaned`` describes (a replay)."""
+    return recorded.get("reply") == cleaned.get("reply") and (
+        recorded.get("tool_calls") == cleaned.get("tool_calls")
+    )
+
+
+# -- a typed interaction: its arrival ---------------------------------------------------------------
+
+
+def plan_steps(plan: Any) -> list[dict[str, Any]]:
+    return _dicts(plan.get("steps")) if isinstance(plan, dict) else []
+
+
+def interaction_problems(
+    interaction: Mapping[str, Any], operation_exists: Callable[[str], bool]
+) -> list[str]:
+    """Why an interaction cannot be decided as it arrived (empty when it can): for a plan, a step
+    naming an operation nobody registered (``operation_exists`` says), an unknown or circular
+    ``dependsOn``."""
+    problems: list[str] = []
+    kind = interaction.get("kind")
+    if kind not in CONTENT_KEY:
+        return [f"Unknown interaction kind {kind!r}"]
+    if len(str(interaction.get("interactionId") or "")) > MAX_ID:
+        problems.append(f"The interactionId is longer than {MAX_ID} characters")
+    if kind != PLAN:
+        return problems
+    steps = plan_steps(interaction.get("plan"))
+    ids = [str(step.get("stepId") or "") for step in steps]
+    if not steps:
+        problems.append("The plan has no steps")
+    if "" in ids or len(set(ids)) != len(ids):
+        problems.append("Every step needs a stepId of its own")
+    for step in steps:
+        action = str(step.get("action") or "")
+        if not operation_exists(action):
+            problems.append(f"Step {step.get('stepId')!s}: unknown action {action!r}")
+        for dependency in step.get("dependsOn") or []:
+            if dependency not in ids:
+                problems.append(
+                    f"Step {step.get('stepId')!s} depends on unknown step {dependency!r}"
+                )
+    if not problems and _has_cycle(steps):
+        problems.append("The steps' dependsOn form a cycle")
+    return problems
+
+
+def _has_cycle(steps: list[dict[str, Any]]) -> bool:
+    graph = {str(s.get("stepId")): [str(d) for d in s.get("dependsOn") or []] for s in steps}
+    done: set[str] = set()
+    visiting: set[str] = set()
+
+    def visit(node: str) -> bool:
+        if node in done:
+            return False
+        if node in visiting:
+            return True
+        visiting.add(node)
+        if any(visit(dep) for dep in graph.get(node, [])):
+            return True
+        visiting.discard(node)
+        done.add(node)
+        return False
+
+    return any(visit(node) for node in graph)
+
+
+# -- a typed interaction: the request body on its own -----------------------------------------------
+
+
+def clean_body(body: Any) -> dict[str, Any]:
+    """Check an interaction decision body's shape and limits (without looking at the interaction)
+    and return it with defaults filled in. Raises :class:`InteractionDecisionError` naming the
+    field."""
+    if not isinstance(body, dict):
+        raise _invalid("", "The body must be a JSON object")
+    unknown = sorted(set(body) - set(BODY_FIELDS))
+    if unknown:
+        raise _invalid(unknown[0], *(f"Unknown field `{name}`" for name in unknown))
+    decision = body.get("decision")
+    if decision not in DECISIONS:
+        raise _invalid("decision", f"`decision` must be one of {', '.join(DECISIONS)}")
+    revision, digest = clean_stamp(body)
+    cleaned: dict[str, Any] = {"decision": decision, "digest": digest, "revision": revision}
+    cleaned["answers"] = _clean_list(body, "answers", MAX_ANSWERS, _clean_answer)
+    cleaned["comments"] = _clean_list(body, "comments", MAX_COMMENTS, _clean_comment)
+    cleaned["disabledSteps"] = _clean_list(body, "disabledSteps", MAX_DISABLED_STEPS, _clean_id)
+    if len(set(cleaned["disabledSteps"])) != len(cleaned["disabledSteps"]):
+        raise _invalid("disabledSteps", "A step is listed more than once")
+    edits = body.get("edits", {})
+    if not isinstance(edits, dict) or not all(
+        isinstance(fields, dict) and len(step) <= MAX_ID for step, fields in edits.items()
+    ):
+        raise _invalid("edits", "`edits` must be an object of objects: {stepId: {field: value}}")
+    cleaned["edits"] = {step: dict(fields) for step, fields in edits.items() if fields}
+    note = body.get("note", "")
+    if not isinstance(note, str) or len(note) > MAX_NOTE:
+        raise _invalid("note", f"`note` must be a string of at most {MAX_NOTE} characters")
+    cleaned["note"] = note.strip()
+    return cleaned
+
+
+def _clean_list(body: dict[str, Any], name: str, limit: int, clean: Any) -> list[Any]:
+    value = body.get(name, [])
+    if not isinstance(value, list):
+        raise _invalid(name, f"`{name}` must be an array")
+    if len(value) > limit:
+        raise _invalid(name, f"`{name}` takes at most {limit} items; got {len(value)}")
+    return [clean(item, f"{name}[{index}]") for index, item in enumerate(value)]
+
+
+def _clean_id(value: Any, field: str) -> str:
+    if not _is_text(value, MAX_ID):
+        raise _invalid(
+            field, f"`{field}` must be a non-blank string of at most {MAX_ID} characters"
+        )
+    return str(value)
+
+
+def _clean_answer(item: Any, field: str) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise _invalid(field, f"`{field}` must be an object with a questionId")
+    unknown = sorted(set(item) - {"questionId", "optionIds", "text"})
+    if unknown:
+        raise _invalid(f"{field}.{unknown[0]}", f"Unknown field `{unknown[0]}`")
+    answer: dict[str, Any] = {
+        "questionId": _clean_id(item.get("questionId"), f"{field}.questionId")
+    }
+    option_ids = item.get("optionIds", [])
+    if not isinstance(option_ids, list) or len(option_ids) > 50:
+        raise _invalid(f"{field}.optionIds", "`optionIds` must be an array of at most 50 ids")
+    answer["optionIds"] = [
+        _clean_id(option, f"{field}.optionIds[{i}]") for i, option in enumerate(option_ids)
+    ]
+    if "text" in item:
+        if not isinstance(item["text"], str) or len(item["text"]) > MAX_NOTE:
+            raise _invalid(
+                f"{field}.text", f"`text` must be a string of at most {MAX_NOTE} characters"
+            )
+        if item["text"].strip():
+            answer["text"] = item["text"].strip()
+    return answer
+
+
+def _clean_comment(item: Any, field: str) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise _invalid(field, f"`{field}` must be an object with a text")
+    unknown = sorted(set(item) - {"text", "stepId", "field"})
+    if unknown:
+        raise _invalid(f"{field}.{unknown[0]}", f"Unknown field `{unknown[0]}`")
+    if not _is_text(item.get("text"), MAX_NOTE):
+        raise _invalid(
+            f"{field}.text", f"A comment needs a non-blank `text` of at most {MAX_NOTE} characters"
+        )
+    comment = {"text": item["text"].strip()}
+    for key in ("stepId", "field"):
+        if key in item:
+            comment[key] = _clean_id(item[key], f"{field}.{key}")
+    return comment
+
+
+# -- a typed interaction: the body against its content ----------------------------------------------
+
+
+def _not_with(body: Mapping[str, Any], decision: str, *names: str) -> None:
+    for name in names:
+        if body.get(name):
+            raise _invalid(name, f"`{name}` does not go with the decision `{decision}`")
+
+
+def check_content(
+    kind: str,
+    interaction: Mapping[str, Any],
+    body: Mapping[str, Any],
+    problems: Sequence[str] = (),
+) -> None:
+    """Check a cleaned body against the interaction's content; raises with the field at fault.
+    ``problems`` are those :func:`interaction_problems` found when it arrived."""
+    decision = body["decision"]
+    allowed = DECISIONS_BY_KIND.get(kind, ("cancel",))
+    if decision not in allowed:
+        raise _invalid(
+            "decision",
+            f"A {kind} interaction takes {', '.join(allowed)}; not `{decision}`",
+        )
+    if decision != "answer":
+        _not_with(body, decision, "answers")
+    if decision != "request_revision":
+        _not_with(body, decision, "comments")
+    if decision != "approve":
+        _not_with(body, decision, "disabledSteps", "edits")
+    if decision == "answer":
+        _check_answers(interaction, body["answers"])
+    elif decision == "request_revision":
+        if not body["note"] and not body["comments"]:
+            raise _invalid("note", "A revision request needs a `note` or `comments`")
+        _check_comments(kind, interaction, body["comments"])
+    elif decision == "approve":
+        if problems:
+            raise _invalid("decision", "This plan cannot be approved as it is", *problems)
+        _check_approval(interaction.get("plan"), body["disabledSteps"], body["edits"])
+
+
+def _check_answers(interaction: Mapping[str, Any], answers: list[dict[str, Any]]) -> None:
+    questions = {str(q.get("questionId")): q for q in _dicts(interaction.get("questions"))}
+    seen: set[str] = set()
+    for index, answer in enumerate(answers):
+        field = f"answers[{index}]"
+        question = questions.get(answer["questionId"])
+        if question is None:
+            raise _invalid(f"{field}.questionId", f"No question {answer['questionId']!r}")
+        if answer["questionId"] in seen:
+            raise _invalid(
+                f"{field}.questionId", f"Question {answer['questionId']!r} is answered twice"
+            )
+        seen.add(answer["questionId"])
+        input_kind = question.get("input") or "single_select"
+        options = {str(o.get("optionId")) for o in _dicts(question.get("options"))}
+        unknown = [o for o in answer["optionIds"] if o not in options]
+        if unknown:
+            raise _invalid(
+                f"{field}.optionIds",
+                *(f"Question {answer['questionId']!r} has no option {o!r}" for o in unknown),
+            )
+        if len(set(answer["optionIds"])) != len(answer["optionIds"]):
+            raise _invalid(f"{field}.optionIds", "An option is chosen more than once")
+        single = input_kind == "single_select" and not question.get("multiple")
+        if single and len(answer["optionIds"]) > 1:
+            raise _invalid(
+                f"{field}.optionIds", f"Question {answer['questionId']!r} takes one option"
+            )
+        free_text = input_kind == "text" or bool(question.get("allowOther"))
+        if "text" in answer and not free_text:
+            raise _invalid(
+                f"{field}.text",
+                f"Question {answer['questionId']!r} takes no free text, only options",
+            )
+        if input_kind == "text" and "text" not in answer:
+            raise _invalid(
+                f"{field}.text", f"Question {answer['questionId']!r} needs a text answer"
+            )
+        if not answer["optionIds"] and "text" not in answer:
+            raise _invalid(f"{field}.optionIds", f"The answer to {answer['questionId']!r} is empty")
+    missing = [
+        q for q, question in questions.items() if not question.get("optional") and q not in seen
+    ]
+    if missing:
+        raise _invalid("answers", *(f"Question {q!r} needs an answer" for q in missing))
+
+
+def step_fields(step: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A plan step's editable fields by name."""
+    return {str(f.get("name")): f for f in _dicts(step.get("fields")) if f.get("name")}
+
+
+def _check_comments(
+    kind: str, interaction: Mapping[str, Any], comments: list[dict[str, Any]]
+) -> None:
+    steps = {str(s.get("stepId")): s for s in plan_steps(interaction.get("plan"))}
+    content = interaction.get(CONTENT_KEY.get(kind, ""))
+    for index, comment in enumerate(comments):
+        field = f"comments[{index}]"
+        step_id, name = comment.get("stepId"), comment.get("field")
+        if kind != PLAN:
+            if step_id is not None:
+                raise _invalid(f"{field}.stepId", f"A {kind} has no steps")
+            if name is not None and not (isinstance(content, dict) and name in content):
+                raise _invalid(f"{field}.field", f"The {kind} has no field {name!r}")
+            continue
+        if step_id is None:
+            if name is not None and not (isinstance(content, dict) and name in content):
+                raise _invalid(
+                    f"{field}.field", f"The plan has no field {name!r}; pin it to a stepId"
+                )
+            continue
+        if step_id not in steps:
+            raise _invalid(f"{field}.stepId", f"The plan has no step {step_id!r}")
+        if (
+            name is not None
+            and name not in step_fields(steps[step_id])
+            and name not in steps[step_id]
+        ):
+            raise _invalid(f"{field}.field", f"Step {step_id!r} has no field {name!r}")
+
+
+def option_values(options: Any) -> list[Any] | None:
+    """The values a field's ``options`` allow (``value``, else ``optionId``, else the option)."""
+    if not isinstance(options, list) or not options:
+        return None
+    values = []
+    for option in options:
+        if isinstance(option, dict):
+            values.append(option.get("value", option.get("optionId")))
+        else:
+            values.append(option)
+    return values
+
+
+#: What each field widget takes as an edit. An unknown widget takes a text, a number or a
+#: boolean: never an object or a list, which no widget edits.
+TEXT_WIDGETS: Final = frozenset({"text", "textarea", "email", "url", "date", "datetime", "time"})
+NUMBER_WIDGETS: Final = frozenset({"number", "integer", "range"})
+BOOLEAN_WIDGETS: Final = frozenset({"checkbox", "boolean", "toggle", "switch"})
+MULTIPLE_WIDGETS: Final = frozenset({"multiselect", "multi_select", "checkboxes"})
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def widget_problem(spec: Mapping[str, Any], value: Any) -> str | None:
+    """Why ``value`` does not fit the field ``spec`` (its widget and options), or None."""
+    widget = str(spec.get("widget") or "text").lower()
+    allowed = option_values(spec.get("options"))
+    if widget in MULTIPLE_WIDGETS:
+        if not isinstance(value, list):
+            return f"Field {spec.get('name')!r} ({widget}) takes a list of options"
+        if allowed is not None and (bad := [v for v in value if v not in allowed]):
+            return f"{bad[0]!r} is not an option of field {spec.get('name')!r}"
+        return None
+    if allowed is not None:
+        if value not in allowed:
+            return f"{value!r} is not an option of field {spec.get('name')!r}"
+        return None
+    if widget in NUMBER_WIDGETS:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"Field {spec.get('name')!r} ({widget}) takes a number"
+        return None
+    if widget in BOOLEAN_WIDGETS:
+        if not isinstance(value, bool):
+            return f"Field {spec.get('name')!r} ({widget}) takes true or false"
+        return None
+    if widget in TEXT_WIDGETS:
+        if not isinstance(value, str):
+            return f"Field {spec.get('name')!r} ({widget}) takes a text"
+        if widget == "date" and value and not _DATE.fullmatch(value):
+            return f"Field {spec.get('name')!r} takes a date as YYYY-MM-DD"
+        if len(value) > MAX_NOTE:
+            return f"Field {spec.get('name')!r} takes at most {MAX_NOTE} characters"
+        return None
+    if value is not None and not isinstance(value, str | int | float | bool):
+        return f"Field {spec.get('name')!r} ({widget}) takes a text, a number or true/false"
+    return None
+
+
+def _check_approval(plan: Any, disabled: list[str], edits: dict[str, dict[str, Any]]) -> None:
+    steps = {str(s.get("stepId")): s for s in plan_steps(plan)}
+    for index, step_id in enumerate(disabled):
+        if step_id not in steps:
+            raise _invalid(f"disabledSteps[{index}]", f"The plan has no step {step_id!r}")
+        if not steps[step_id].get("optional"):
+            raise _invalid(
+                f"disabledSteps[{index}]",
+                f"Step {step_id!r} is not optional: it cannot be turned off",
+            )
+    for step_id, values in edits.items():
+        if step_id not in steps:
+            raise _invalid(f"edits.{step_id}", f"The plan has no step {step_id!r}")
+        if step_id in disabled or steps[step_id].get("enabled") is False:
+            raise _invalid(
+                f"edits.{step_id}", f"Step {step_id!r} is turned off: it cannot be edited"
+            )
+        declared = step_fields(steps[step_id])
+        for name, value in values.items():
+            field = f"edits.{step_id}.{name}"
+            if name not in declared:
+                raise _invalid(
+                    field,
+                    f"Step {step_id!r} has no editable field {name!r}; it has "
+                    + (", ".join(repr(d) for d in declared) or "none"),
+                )
+            spec = declared[name]
+            if spec.get("required") and (value is None or value == ""):
+                raise _invalid(field, f"Field {name!r} of step {step_id!r} is required")
+            if value is None or (value == "" and not spec.get("required")):
+                continue
+            problem = widget_problem(spec, value)
+            if problem is not None:
+                raise _invalid(field, problem)
+
+
+def enabled_steps(plan: Any, disabled: Sequence[str] = ()) -> list[dict[str, Any]]:
+    return [
+        step
+        for step in plan_steps(plan)
+        if step.get("enabled") is not False and str(step.get("stepId")) not in disabled
+    ]
+
+
+def apply_edits(interaction: Mapping[str, Any], edits: Mapping[str, Mapping[str, Any]]) -> Any:
+    """A copy of ``interaction`` with a plan's step edits written into the steps' inputs."""
+    edited = json.loads(json.dumps(interaction))
+    for step in plan_steps(edited.get("plan")):
+        changes = edits.get(str(step.get("stepId")))
+        if changes:
+            step["input"] = {**(step.get("input") or {}), **changes}
+    return edited
+
+
+def resume_value(decided_by: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """What the assistant is resumed with on an interaction decision (§8)."""
+    return {
+        "decision": body["decision"],
+        "answers": list(body.get("answers") or []),
+        "comments": list(body.get("comments") or []),
+        "disabledSteps": list(body.get("disabledSteps") or []),
+        "edits": dict(body.get("edits") or {}),
+        "note": body.get("note") or None,
+        "decidedBy": decided_by,
+    }
