@@ -247,10 +247,14 @@ def test_every_command_is_documented_and_every_documented_one_exists() -> None:
         f"Management commands (nitro_assistants/management/commands/) missing from 'Management "
         f"commands' in docs/django.md: {missing}. Add: - `manage.py <name> [options]`: what it does"
     )
+    listed = set(re.findall(r"`(nitro_assistants_\w+)`", section(README, "Install into a project")))
+    assert listed == commands, (
+        f"README.md 'Install into a project' lists the management commands {sorted(listed)}; "
+        f"nitro_assistants/management/commands/ has {sorted(commands)}"
+    )
     mentioned = {
         name for name in re.findall(r"manage\.py (\w+)", docs_text()) if name.startswith("nitro")
     }
-    mentioned |= set(re.findall(r"`(nitro_assistants_(?:sync|sweep)\w*)`", docs_text()))
     unknown = sorted(mentioned - commands)
     assert not unknown, f"The docs name management commands that do not exist: {unknown}"
 
