@@ -348,3 +348,34 @@ def test_the_settings_reference_gives_the_defaults() -> None:
         f"The NITRO_ASSISTANTS reference in docs/django.md shows values that are not the defaults "
         f"of nitro_assistants/conf.py AppSettings.DEFAULTS: {wrong}"
     )
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    found, in_fence = set(), False
+    for line in path.read_text().splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+        elif not in_fence and (heading := re.match(r"#+ (.*)", line)):
+            found.add(slug(heading.group(1)))
+    return found
+
+
+def test_links_between_the_docs_resolve() -> None:
+    broken = []
+    for path in [*DOCS, ROOT / "docs" / "benchmarks.md"]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            linked = (path.parent / file).resolve() if file else path
+            if not linked.exists():
+                broken.append(f"{rel(path)}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+                broken.append(f"{rel(path)}: {target} (no such heading)")
+    assert not broken, f"Links that lead nowhere: {broken}"
