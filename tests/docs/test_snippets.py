@@ -179,7 +179,17 @@ def test_the_host_project_runs_a_turn_as_pasted(
 
     log = (host_project / "worker.log").open("w")
     worker = subprocess.Popen(
-        [str(BIN / "celery"), "-A", "proj", "worker", "--pool=solo", "-l", "info"],
+        [
+            str(BIN / "celery"),
+            "-A",
+            "proj",
+            "worker",
+            "--pool=solo",
+            "-l",
+            "info",
+            "--without-mingle",
+            "--without-gossip",
+        ],
         cwd=host_project,
         env=env,
         stdout=log,
