@@ -2,6 +2,9 @@
 
 .venv/bin/python bench/run_all.py            # full runs
 .venv/bin/python bench/run_all.py --quick    # client_overhead --runs 10, throughput --threads 40
+
+The part of docs/benchmarks.md between NOTES_START and NOTES_END is written by hand (what the
+figures mean for a deployment) and is written back as it was; everything else is regenerated.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 OUTPUT = ROOT / "docs" / "benchmarks.md"
 SKIP = {"__init__.py", "run_all.py"}
+NOTES_START = "<!-- notes: written by hand; bench/run_all.py keeps this part as it is -->"
+NOTES_END = "<!-- end of notes -->"
 QUICK_ARGS = {
     "client_overhead.py": ["--runs", "10"],
     "flow_cost.py": ["--flows", "10", "--resumes", "60", "--repeats", "1"],
@@ -68,6 +73,24 @@ def run(path: Path, args: list[str]) -> tuple[int, str, float]:
     return done.returncode, output, time.monotonic() - started
 
 
+def kept_notes(*paths: Path) -> str:
+    """The hand-written notes of the first of ``paths`` that has them, markers included."""
+    for path in paths:
+        text = path.read_text() if path.exists() else ""
+        start, end = text.find(NOTES_START), text.find(NOTES_END)
+        if 0 <= start < end:
+            return text[start : end + len(NOTES_END)]
+    return ""
+
+
+def write(output: Path, head: str, sections: list[str]) -> None:
+    """Write the generated ``head`` and ``sections`` to ``output``, keeping its notes (or, for a
+    new file, those of docs/benchmarks.md)."""
+    notes = kept_notes(output, OUTPUT)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(head + (f"{notes}\n\n" if notes else "") + "\n".join(sections))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs where a bench allows it")
@@ -101,8 +124,7 @@ def main() -> int:
         "that each bench's server, PostgreSQL, Redis and processes all share"
         f"{', quick mode' if args.quick else ''}.\n\n"
     )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(head + "\n".join(sections))
+    write(args.output, head, sections)
     print(
         f"wrote {args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output}"
     )

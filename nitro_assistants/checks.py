@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlparse
 
@@ -9,6 +10,20 @@ from django.core.checks import CheckMessage, Error, register
 
 from nitro_assistants.client.http import is_request_limit
 from nitro_assistants.conf import app_settings
+
+# What a value copied from a docs snippet or an example settings file looks like: "...", "<id>",
+# "{{ id }}", "your-assistant-id", "changeme". No assistant is called that, and the server would
+# only say 404 or 422 at the first run, in a worker; say it in ``manage.py check`` instead.
+_PLACEHOLDER = re.compile(
+    r"[.…]+|<.*>|\{.*\}|\[.*\]|your[-_ ].*|x{3,}|"
+    r"change[-_ ]?me|replace[-_ ]?me|todo|tbd|fixme|placeholder|assistant[-_ ]?id",
+    re.IGNORECASE,
+)
+
+
+def is_placeholder(value: str) -> bool:
+    """True for a value that stands for one still to be filled in (``"..."``, ``"<id>"``)."""
+    return bool(_PLACEHOLDER.fullmatch(value.strip()))
 
 
 def _bad_url(url: str) -> bool:
@@ -47,6 +62,17 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                             id="nitro_assistants.E003",
                         )
                     )
+            assistant_id = definition.get("assistant_id") if isinstance(definition, dict) else None
+            if isinstance(assistant_id, str) and assistant_id and is_placeholder(assistant_id):
+                errors.append(
+                    Error(
+                        f"Assistant definition {key!r} has a placeholder assistant_id: "
+                        f"{assistant_id!r}.",
+                        hint="Set it to the assistant's UUID (POST /assistants/search on the "
+                        'server lists them) or to a graph id of its langgraph.json, e.g. "agent".',
+                        id="nitro_assistants.E010",
+                    )
+                )
     if app_settings.AUTH not in ("bearer", "x-api-key"):
         errors.append(
             Error(

@@ -16,6 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -39,6 +40,8 @@ class LangGraphServer:
     port: int = 0
     #: CPUs the server may run on (``taskset -c`` syntax, e.g. ``"0"``); empty: any.
     cpus: str = ""
+    #: A ``langgraph.json`` of its own (paths relative to ``workdir``) instead of one for ``graphs``.
+    config: dict[str, Any] | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -54,7 +57,7 @@ class LangGraphServer:
         if not self.port:
             self.port = free_port()
         graphs = self.graphs or {name: f"{GRAPHS}:{name}" for name in GRAPH_NAMES}
-        config = {
+        config = self.config or {
             "graphs": graphs,
             "dependencies": [str(Path(__file__).parent.parent)],
             "webhooks": {"url": {"disable_loopback": False, "require_https": False}},

@@ -34,6 +34,52 @@ def test_each_misconfiguration_has_its_id(settings: Any, config: dict[str, Any],
     assert ids(settings, **config) == [expected]
 
 
+@pytest.mark.parametrize(
+    "placeholder",
+    [
+        "...",
+        "…",
+        "<assistant id>",
+        "{{ assistant_id }}",
+        "your-assistant-id",
+        "YOUR_ASSISTANT_ID",
+        "changeme",
+        "change-me",
+        "xxxx",
+        "TODO",
+        "assistant-id",
+        " ... ",
+    ],
+)
+def test_a_placeholder_assistant_id_fails_with_a_hint(settings: Any, placeholder: str) -> None:
+    """A definition pasted from a docs snippet ("assistant_id": "...") must fail the check, not
+    the first run in a worker."""
+    settings.NITRO_ASSISTANTS = {
+        **settings.NITRO_ASSISTANTS,
+        "DEFINITIONS": {"vc": {"api_key": "k", "assistant_id": placeholder}},
+    }
+    [message] = check_settings()
+    assert message.id == "nitro_assistants.E010"
+    assert repr(placeholder) in message.msg
+    assert "UUID" in message.hint and "graph id" in message.hint
+
+
+@pytest.mark.parametrize(
+    "assistant_id",
+    [
+        "agent",
+        "virtual-confirmation",
+        "walkthrough",
+        "0b3c9b8e-5a8e-4c1e-9a4e-2f0d6f7d9b11",
+        "my_graph",
+        "todo-list",
+        "assistant",
+    ],
+)
+def test_real_assistant_ids_are_not_placeholders(settings: Any, assistant_id: str) -> None:
+    assert ids(settings, DEFINITIONS={"vc": {"api_key": "k", "assistant_id": assistant_id}}) == []
+
+
 def test_settings_are_read_when_used(settings: Any) -> None:
     from nitro_assistants.conf import app_settings
 

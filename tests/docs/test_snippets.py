@@ -1,0 +1,222 @@
+"""Every code block of README.md and docs/ runs here as pasted, or is marked a fragment.
+
+A block is marked on the line before its fence: ``<!-- fragment: why -->``, or
+``<!-- run: name -->`` for a block one of these tests runs under that name (a fragment may also
+say so on its first line, ``# fragment: why``). The host project of docs/django.md is pasted into
+a project made by ``django-admin startproject`` and serves a turn, through a real Celery worker,
+against a real ``langgraph dev`` serving the agent of the same page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from nitro_assistants import signals
+from tests.docs.markdown import ROOT, Block, all_blocks
+from tests.langgraph_server import LangGraphServer
+
+#: The names of the blocks the tests below run.
+RUN_HERE = {
+    "host-settings",
+    "host-urls",
+    "host-celery",
+    "host-init",
+    "host-start-run",
+    "agent-graph",
+    "agent-config",
+    "receiver",
+}
+BIN = Path(sys.executable).parent
+
+
+def named_blocks() -> dict[str, Block]:
+    found: dict[str, Block] = {}
+    for block in all_blocks():
+        if block.marker == "run":
+            found.setdefault(block.name, block)
+    return found
+
+
+def test_every_block_runs_here_or_is_marked_a_fragment() -> None:
+    blocks = all_blocks()
+    unmarked = [block.where for block in blocks if not block.marker]
+    assert not unmarked, (
+        f"Code blocks neither run by a test nor marked a fragment: {unmarked}. Put "
+        "`<!-- fragment: why -->` on the line before the fence (or `# fragment: why` as its first "
+        "line), or `<!-- run: name -->` and run it in tests/docs/test_snippets.py (RUN_HERE)"
+    )
+    unknown = [
+        f"{b.where} ({b.name})" for b in blocks if b.marker == "run" and b.name not in RUN_HERE
+    ]
+    assert not unknown, f"Blocks marked `run:` under a name no test runs: {unknown}"
+    missing = sorted(RUN_HERE - set(named_blocks()))
+    assert not missing, f"tests/docs/test_snippets.py runs blocks no doc has any more: {missing}"
+
+
+def test_a_block_shown_in_two_places_is_the_same_block() -> None:
+    first: dict[str, Block] = {}
+    for block in all_blocks():
+        if block.marker != "run":
+            continue
+        seen = first.setdefault(block.name, block)
+        assert block.code == seen.code, (
+            f"`run: {block.name}` differs between {seen.where} and {block.where}: the test runs "
+            "only the first, so make them the same"
+        )
+
+
+def test_the_receiver_example_connects_to_review_requested() -> None:
+    code = named_blocks()["receiver"].code
+    namespace: dict[str, Any] = {"__name__": "docs_receiver_example"}
+    exec(compile(code, "docs/django.md (receiver)", "exec"), namespace)
+    try:
+        uids = [entry[0][0] for entry in signals.review_requested.receivers]
+        assert "notify_reviewers" in uids
+    finally:
+        assert signals.review_requested.disconnect(dispatch_uid="notify_reviewers")
+
+
+# -- the host project of docs/django.md -----------------------------------------------------------
+
+
+def host_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CELERY_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
+    return {**env, **extra}
+
+
+def manage(site: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=site,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def host_project(tmp_path: Path) -> Path:
+    """``django-admin startproject proj`` with the docs' blocks pasted where they say."""
+    blocks = named_blocks()
+    site = tmp_path / "site"
+    site.mkdir()
+    subprocess.run(
+        [str(BIN / "django-admin"), "startproject", "proj", str(site)], check=True, timeout=60
+    )
+    package = site / "proj"
+    settings = package / "settings.py"
+    settings.write_text(settings.read_text() + "\n" + blocks["host-settings"].code)
+    (package / "urls.py").write_text(blocks["host-urls"].code)
+    (package / "celery.py").write_text(blocks["host-celery"].code)
+    (package / "__init__.py").write_text(blocks["host-init"].code)
+    return site
+
+
+@pytest.fixture
+def served_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LangGraphServer]:
+    """``langgraph dev`` serving the graph.py and langgraph.json of docs/django.md."""
+    blocks = named_blocks()
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (agent / "graph.py").write_text(blocks["agent-graph"].code)
+    config = json.loads(blocks["agent-config"].code)
+    monkeypatch.delenv("AGENT_MODEL", raising=False)  # the scripted model: no key, no network
+    monkeypatch.setenv("PYTHONPATH", host_env()["PYTHONPATH"])
+    server = LangGraphServer(workdir=agent, config=config).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def broker_url() -> Iterator[str]:
+    """The test broker, with the host project's default queue ("celery") emptied around the test."""
+    url = os.environ.get("NITRO_TEST_BROKER_URL", "redis://127.0.0.1:6379/9")
+    client = redis.Redis.from_url(url)
+    client.delete("celery")
+    yield url
+    client.delete("celery")
+
+
+def test_a_placeholder_assistant_id_fails_the_check_of_the_host_project(host_project: Path) -> None:
+    env = host_env(ASSISTANTS_URL="http://127.0.0.1:2024", VC_KEY="k", VC_ASSISTANT_ID="...")
+    done = manage(host_project, env, "check")
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "nitro_assistants.E010" in done.stderr
+    assert "HINT: Set it to the assistant's UUID" in done.stderr
+
+
+@pytest.mark.server
+def test_the_host_project_runs_a_turn_as_pasted(
+    host_project: Path, served_agent: LangGraphServer, broker_url: str
+) -> None:
+    env = host_env(
+        ASSISTANTS_URL=served_agent.url,
+        VC_KEY="local-dev-key",
+        VC_ASSISTANT_ID=next(iter(json.loads(named_blocks()["agent-config"].code)["graphs"])),
+        CELERY_BROKER_URL=broker_url,
+    )
+    checked = manage(host_project, env, "check", "--fail-level", "WARNING")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "System check identified no issues" in checked.stdout
+    migrated = manage(host_project, env, "migrate", "--no-input")
+    assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+
+    log = (host_project / "worker.log").open("w")
+    worker = subprocess.Popen(
+        [
+            str(BIN / "celery"),
+            "-A",
+            "proj",
+            "worker",
+            "--pool=solo",
+            "-l",
+            "info",
+            "--without-mingle",
+            "--without-gossip",
+        ],
+        cwd=host_project,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        started = manage(host_project, env, "shell", "-c", named_blocks()["host-start-run"].code)
+        assert started.returncode == 0, started.stdout + started.stderr
+        report = (
+            "from nitro_assistants.models import Review, Run\n"
+            "run = Run.objects.get()\n"
+            "review = Review.objects.filter(status='pending').first()\n"
+            "print(run.status, review and review.kind, "
+            "review and [c['name'] for c in review.tool_calls])\n"
+        )
+        deadline = time.monotonic() + 90
+        while True:
+            done = manage(host_project, env, "shell", "-c", report)
+            assert done.returncode == 0, done.stdout + done.stderr
+            status = done.stdout.strip().splitlines()[-1]
+            if not status.startswith(("queued", "running")) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        worker_log = (host_project / "worker.log").read_text()[-3000:]
+        assert status == "interrupted tool_calls ['reschedule_appointment']", worker_log
+    finally:
+        os.killpg(worker.pid, 15)
+        worker.wait(timeout=30)
+        log.close()
