@@ -73,7 +73,7 @@ class UnknownAssistantError(NitroAssistantsError, KeyError):
 
 
 class InteractionDecisionError(ThreadResumptionError):
-    """A decision on a typed interaction does not fit it (PROTOCOL.md §8): ``field`` names the
+    """A decision on a typed interaction does not fit it (docs/protocol.md §8): ``field`` names the
     request field at fault (``""`` for the body as a whole) and ``issues`` says what is wrong."""
 
     def __init__(self, message: str, *, field: str = "", issues: list[str] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""Operations a plan's steps may run (PROTOCOL.md §8), registered by the host app::
+"""Operations a plan's steps may run (docs/protocol.md §8), registered by the host app::
 
     import nitro_assistants
 

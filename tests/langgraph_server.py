@@ -1,6 +1,6 @@
 """Start the real LangGraph Agent Server (``langgraph dev``, in-memory runtime) for tests.
 
-PROTOCOL.md §1: each server gets its own empty working directory (it keeps state in
+docs/protocol.md §1: each server gets its own empty working directory (it keeps state in
 ``./.langgraph_api``), a free port checked after start-up (it silently moves when its port is
 busy), ten jobs per worker, and no analytics, tracing or version check (there is no network).
 """

@@ -1,4 +1,4 @@
-"""Decision forms for typed interactions (PROTOCOL.md §8), registered on the review screen's hook:
+"""Decision forms for typed interactions (docs/protocol.md §8), registered on the review screen's hook:
 answer questions, accept a blueprint or send it back, approve a plan (optional steps toggled,
 editable fields edited) or send it back with comments per step. Each builds the decide API's body
 for :func:`nitro_assistants.services.decide`, which checks it against the revision shown."""

@@ -1,6 +1,6 @@
 """Agent-side middleware for a self-hosted LangGraph server (extra ``agent``).
 
-:class:`ReviewMiddleware` holds tool calls and the final reply for review (PROTOCOL.md §6);
+:class:`ReviewMiddleware` holds tool calls and the final reply for review (docs/protocol.md §6);
 :class:`DeliveryMiddleware` sends settled replies through a delivery tool (§7);
 :class:`~nitro_assistants.agent.testing.ScriptedChatModel` is a deterministic model for tests and demos.
 """

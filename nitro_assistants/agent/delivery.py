@@ -1,4 +1,4 @@
-"""The delivery tool contract for ``create_agent``: PROTOCOL.md §7."""
+"""The delivery tool contract for ``create_agent``: docs/protocol.md §7."""
 
 from __future__ import annotations
 

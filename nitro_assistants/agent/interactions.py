@@ -1,4 +1,4 @@
-"""Typed interactions (PROTOCOL.md §8): pause a graph to ask a question, or to have a blueprint
+"""Typed interactions (docs/protocol.md §8): pause a graph to ask a question, or to have a blueprint
 accepted or a plan approved, and get the reader's decision back as the resume value."""
 
 from __future__ import annotations

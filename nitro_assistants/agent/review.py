@@ -1,4 +1,4 @@
-"""Reply review for ``create_agent``: PROTOCOL.md §6 on top of LangChain's tool-call review."""
+"""Reply review for ``create_agent``: docs/protocol.md §6 on top of LangChain's tool-call review."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The error envelope of the decide API (PROTOCOL.md §8): every 4xx and 5xx answers
+"""The error envelope of the decide API (docs/protocol.md §8): every 4xx and 5xx answers
 ``{"code", "message", "details": {"field", "issues", "requestId", "retryable"}}``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a run returns and what a paused thread waits on (PROTOCOL.md §4–5, §8)."""
+"""What a run returns and what a paused thread waits on (docs/protocol.md §4–5, §8)."""
 
 from __future__ import annotations
 
@@ -321,7 +321,7 @@ def is_interrupt_id(value: str) -> bool:
 
 @dataclass(frozen=True)
 class RunResult:
-    """The outcome of a run or a resume (PROTOCOL.md §5)."""
+    """The outcome of a run or a resume (docs/protocol.md §5)."""
 
     reply: str | None
     interrupted: bool

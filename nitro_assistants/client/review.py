@@ -1,4 +1,4 @@
-"""Validate a reviewer's decision against the pause and build the resume (PROTOCOL.md §4, §6).
+"""Validate a reviewer's decision against the pause and build the resume (docs/protocol.md §4, §6).
 
 Everything here runs before any request: a resume the graph refuses is stored and replayed by
 every later resume, leaving a batched thread stuck, so nothing invalid may be sent.

@@ -7,7 +7,7 @@ from nitro_assistants.models.threads import Run, Thread
 
 
 class Delivery(models.Model):
-    """The delivery stamp of one reply message (PROTOCOL.md §7), as last seen.
+    """The delivery stamp of one reply message (docs/protocol.md §7), as last seen.
 
     ``alerted_at`` is set when the signal for the current status has been sent; the sweep only reads
     rows where it is null (a partial index), so the index holds the rows that may still need one.

@@ -75,7 +75,7 @@ class ApiKey(models.Model):
 
 
 class StepResult(models.Model):
-    """What one enabled step of an approved plan did (PROTOCOL.md §8)."""
+    """What one enabled step of an approved plan did (docs/protocol.md §8)."""
 
     class Status(models.TextChoices):
         PENDING = "pending", _("pending")

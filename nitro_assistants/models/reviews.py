@@ -48,7 +48,7 @@ class Review(models.Model):
         SUPERSEDED = "superseded", _("superseded")
         APPLIED = "applied", _("applied")
         FAILED = "failed", _("failed")
-        # typed interactions (PROTOCOL.md §8)
+        # typed interactions (docs/protocol.md §8)
         ANSWERED = "answered", _("answered")
         ACCEPTED = "accepted", _("accepted")
         REVISION_REQUESTED = "revision_requested", _("revision requested")

@@ -1,4 +1,4 @@
-"""Delivery stamps (PROTOCOL.md §7): recorded as seen, swept for the ones that need a person."""
+"""Delivery stamps (docs/protocol.md §7): recorded as seen, swept for the ones that need a person."""
 
 from __future__ import annotations
 

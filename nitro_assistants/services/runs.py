@@ -50,7 +50,7 @@ def start_run(
 ) -> Run:
     """Record a run of ``thread`` (or of a new thread of the assistant key given) and enqueue it
     after commit. A review pending on the thread is superseded first: the new customer message
-    discards the remote pause too (PROTOCOL.md §4)."""
+    discards the remote pause too (docs/protocol.md §4)."""
     payload = _normalize_messages(messages)
     with transaction.atomic(), events_batched():
         if isinstance(thread, str):

@@ -1,4 +1,4 @@
-"""``RunResult`` and ``PendingReview``: PROTOCOL.md §4–5, read from bodies a server would send."""
+"""``RunResult`` and ``PendingReview``: docs/protocol.md §4–5, read from bodies a server would send."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``review()`` validation: every invalid decision is refused with a precise message and no POST.
 
-PROTOCOL.md §4: a resume the graph refuses is stored and replayed forever, so nothing invalid
+docs/protocol.md §4: a resume the graph refuses is stored and replayed forever, so nothing invalid
 may be sent. Each case reads the pause (one GET of the state at most) and never POSTs.
 """
 

@@ -30,7 +30,7 @@ OPENAPI = "/nitro/api/openapi.json"
 
 
 def error_envelope(ctx: Any, response: Any, case: Any) -> bool | None:
-    """Every 4xx/5xx is the envelope of PROTOCOL.md §8, with the request id in a header too."""
+    """Every 4xx/5xx is the envelope of docs/protocol.md §8, with the request id in a header too."""
     if response.status_code < 400:
         return None
     body = response.json()
