@@ -22,6 +22,15 @@ class NitroAssistantsError(Exception):
         self.status_code = status_code
 
 
+class InvalidArgumentError(NitroAssistantsError, ValueError):
+    """A function of the package was given a value it cannot take (a programming error: an
+    operation without a name, a decision of a shape the middleware does not take)."""
+
+
+class UsageError(NitroAssistantsError, TypeError):
+    """A function of the package was called with arguments it does not take."""
+
+
 class ConfigurationError(NitroAssistantsError):
     """A client or an assistant definition is configured wrongly (blank key, missing field)."""
 

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from nitro_assistants.exceptions import InvalidArgumentError
+
 OperationFunction = Callable[[dict[str, Any], Any], "dict[str, Any] | None"]
 
 
@@ -45,7 +47,7 @@ def operation(
     is ``name`` runs it, by a user holding every permission in ``permissions``
     (``"app_label.codename"``). Registering a name again replaces the earlier operation."""
     if not isinstance(name, str) or not name.strip():
-        raise ValueError("An operation needs a name, e.g. 'crm.reschedule'")
+        raise InvalidArgumentError("An operation needs a name, e.g. 'crm.reschedule'")
     perms = tuple(permissions)
 
     def register(function: OperationFunction) -> OperationFunction:

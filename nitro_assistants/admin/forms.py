@@ -8,6 +8,7 @@ check and audit trail from the review screen.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
@@ -53,7 +54,7 @@ class StampForm(forms.Form):
         return shown
 
 
-class ReviewDecisionForm:
+class ReviewDecisionForm(abc.ABC):
     """Base of the per-kind decision forms: ``is_valid()``, then ``decision()``."""
 
     template_name: ClassVar[str] = ""
@@ -66,15 +67,15 @@ class ReviewDecisionForm:
     def is_bound(self) -> bool:
         return self.data is not None
 
-    def is_valid(self) -> bool:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def is_valid(self) -> bool: ...
 
+    @abc.abstractmethod
     def decision(self) -> dict[str, Any]:
         """The ``decision`` for :func:`nitro_assistants.services.decide` (after ``is_valid``)."""
-        raise NotImplementedError
 
-    def add_error(self, message: str) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def add_error(self, message: str) -> None: ...
 
 
 DECISION_FORMS: dict[str, type[ReviewDecisionForm]] = {}

@@ -14,6 +14,7 @@ from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
 from nitro_assistants.agent.review import is_reply, message_text, review_type, stamp
+from nitro_assistants.exceptions import InvalidArgumentError
 
 
 def _now() -> str:
@@ -48,7 +49,7 @@ class DeliveryMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     ) -> None:
         super().__init__()
         if attempts < 1:
-            raise ValueError("attempts must be at least 1")
+            raise InvalidArgumentError("attempts must be at least 1")
         self.tool = tool
         self.tool_name = tool.name if isinstance(tool, BaseTool) else getattr(tool, "__name__", "")
         self.attempts = attempts

@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.tools import tool
 from langgraph.types import interrupt
 
+from nitro_assistants.exceptions import InvalidArgumentError
 from nitro_assistants.rules import CONTENT_KEY, INTERACTION_KINDS
 
 KINDS = INTERACTION_KINDS
@@ -30,7 +31,7 @@ def request_interaction(
     revision of the same interaction.
     """
     if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+        raise InvalidArgumentError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
     interaction = {
         "interactionId": interaction_id or uuid.uuid4().hex,
         "kind": kind,

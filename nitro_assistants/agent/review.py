@@ -18,6 +18,8 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
+from nitro_assistants.exceptions import InvalidArgumentError
+
 REPLY = "__reply__"
 REPLY_DECISIONS = ("approve", "edit", "reject")
 
@@ -108,7 +110,7 @@ class ReviewMiddleware(HumanInTheLoopMiddleware):  # type: ignore[type-arg]
         elif isinstance(reply, dict):
             allowed = list(reply.get("allowed_decisions") or REPLY_DECISIONS)
             if not set(allowed) <= set(REPLY_DECISIONS):
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"`{REPLY}` allows only {', '.join(REPLY_DECISIONS)}; got {', '.join(allowed)}"
                 )
             self.reply_config = {**reply, "allowed_decisions": allowed}  # type: ignore[typeddict-item]
@@ -163,11 +165,11 @@ class ReviewMiddleware(HumanInTheLoopMiddleware):  # type: ignore[type-arg]
         }
         decisions = interrupt(request)["decisions"]
         if len(decisions) != 1:
-            raise ValueError(f"A reply review takes one decision; got {len(decisions)}")
+            raise InvalidArgumentError(f"A reply review takes one decision; got {len(decisions)}")
         decision = decisions[0]
         kind = decision.get("type")
         if kind not in allowed:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"Decision type {kind!r} is not allowed for the reply; allowed: {', '.join(allowed)}"
             )
         reviewer = _reviewer(decision)
@@ -179,7 +181,7 @@ class ReviewMiddleware(HumanInTheLoopMiddleware):  # type: ignore[type-arg]
         if kind == "edit":
             new_content = ((decision.get("edited_action") or {}).get("args") or {}).get("content")
             if not isinstance(new_content, str) or not new_content.strip():
-                raise ValueError("A reply edit needs the whole new content")
+                raise InvalidArgumentError("A reply edit needs the whole new content")
             settled = draft.model_copy(update={"content": new_content})
         settled = stamp(
             settled, "review", {"type": "approved" if kind == "approve" else "edited", **reviewer}

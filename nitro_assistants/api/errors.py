@@ -7,6 +7,8 @@ from typing import Any
 
 from django.http import JsonResponse
 
+from nitro_assistants.exceptions import NitroAssistantsError
+
 CODES = (
     "invalid_json",
     "unauthorized",
@@ -24,7 +26,7 @@ CODES = (
 REQUEST_ID_HEADER = "X-Request-ID"
 
 
-class ApiError(Exception):
+class ApiError(NitroAssistantsError):
     """An error answer: raised anywhere in a view, turned into the envelope by the view wrapper."""
 
     def __init__(

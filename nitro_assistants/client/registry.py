@@ -10,7 +10,7 @@ from typing import Any
 from nitro_assistants.client.assistants import DEFAULT_USER_ID, Assistants
 from nitro_assistants.client.results import PendingReview, RunResult
 from nitro_assistants.client.sse import ServerSentEvent
-from nitro_assistants.exceptions import ConfigurationError, UnknownAssistantError
+from nitro_assistants.exceptions import ConfigurationError, UnknownAssistantError, UsageError
 
 REQUIRED_FIELDS = ("api_key", "assistant_id")
 _clients: dict[tuple[Any, ...], Assistants] = {}
@@ -19,11 +19,11 @@ _clients_lock = threading.Lock()
 
 def _refuse(unexpected: Mapping[str, Any], assistant_id: str) -> None:
     if "assistant_id" in unexpected:
-        raise TypeError(
+        raise UsageError(
             f"This assistant is bound to assistant_id {assistant_id!r}; do not pass one"
         )
     if unexpected:
-        raise TypeError(f"Unexpected arguments: {', '.join(sorted(unexpected))}")
+        raise UsageError(f"Unexpected arguments: {', '.join(sorted(unexpected))}")
 
 
 class Assistant:
