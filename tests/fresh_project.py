@@ -56,16 +56,23 @@ class Project:
         (package / "__init__.py").write_text(CELERY_IMPORT)
 
 
+def clean_environ() -> dict[str, str]:
+    """This process's environment less what would steer a host elsewhere: pytest-django's
+    ``DJANGO_SETTINGS_MODULE`` (manage.py only sets a default), ``PYTHONPATH`` (an installed
+    package is imported, not this checkout) and Celery settings given as variables."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DJANGO_SETTINGS_MODULE", "PYTHONPATH") and not k.startswith("CELERY_")
+    }
+
+
 def start_project(
     where: Path, python: Path, name: str = "host", pythonpath: str | None = None
 ) -> Project:
-    """``django-admin startproject <name>`` in ``where`` with nitro_assistants installed in it.
-
-    The environment is the test's less what would steer the host elsewhere: pytest-django's
-    ``DJANGO_SETTINGS_MODULE`` (manage.py only sets a default) and, unless ``pythonpath`` is
-    given, ``PYTHONPATH`` (so an installed package is imported, not this checkout)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "PYTHONPATH")}
-    env = {k: v for k, v in env.items() if not k.startswith("CELERY_")}
+    """``django-admin startproject <name>`` in ``where`` with nitro_assistants installed in it,
+    run in :func:`clean_environ` (with ``pythonpath`` as ``PYTHONPATH`` when given)."""
+    env = clean_environ()
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
     where.mkdir(parents=True, exist_ok=True)
