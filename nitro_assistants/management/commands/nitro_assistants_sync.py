@@ -48,7 +48,7 @@ class Command(BaseCommand):
                 self._progress(done, total)
         if show_progress:
             self.stdout.write("")
-        # Reasons come after the bar: written between its updates, they would be overwritten.
+        # Reasons come after the bar, one line each, rather than in between its updates.
         for thread, reason in skipped:
             self.stderr.write(f"skipped {thread.thread_id} ({thread.assistant_key}): {reason}")
         for thread, reason in failed:
