@@ -6,6 +6,7 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
+from celery import Celery, _state
 from django.core.checks import CheckMessage, Error, register
 
 from nitro_assistants.client.http import is_request_limit
@@ -121,12 +122,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 
 def _check_celery() -> list[CheckMessage]:
-    from celery import _state
-
-    # A shared_task with no configured app falls back to Celery's default app, which would send
-    # every task to amqp://localhost: that is a missing app, not a choice.
-    app = _state.get_current_app()
-    if app.main is None and app.conf.broker_url is None:
+    # A shared_task with no app to bind to falls back to an app Celery builds for itself, which
+    # would send every task to amqp://localhost, where no worker of the project listens: that is a
+    # missing app, not a choice.
+    if _is_celery_fallback(_state.get_current_app()):
         return [
             Error(
                 "No Celery app is configured: nitro_assistants tasks would not reach a worker.",
@@ -136,3 +135,16 @@ def _check_celery() -> list[CheckMessage]:
             )
         ]
     return []
+
+
+def _is_celery_fallback(app: Celery) -> bool:
+    """True for the app Celery makes when no other was created (celery._state._get_current_app:
+    ``Celery("default", fixups=[], set_as_current=False)``). An app a project creates keeps
+    Celery's built-in fix-ups, and one made as Celery's Django guide shows becomes the default
+    app (its Django fix-up sets it), so the fallback cannot be mistaken for it."""
+    return (
+        app is _state.default_app
+        and app.main == "default"
+        and not app.fixups
+        and not app.set_as_current
+    )

@@ -47,6 +47,11 @@ class ThreadStateError(NitroAssistantsError):
     """A thread's state could not be read."""
 
 
+class ThreadNotCreatedError(ThreadStateError):
+    """The server has no such thread because none of its runs ever got through (its first run
+    failed before the server created it): there is nothing to read or sync."""
+
+
 class ThreadResumptionError(NitroAssistantsError):
     """A review could not be applied: invalid for the pause, or refused by the server."""
 

@@ -61,7 +61,8 @@ PASSWORD=${LOGIN##* / }
 
 if [ -n "${CELERY_BROKER_URL:-${REDIS_URL:-}}" ]; then
   echo "==> starting a Celery worker and beat"
-  setsid "$ROOT/.venv/bin/celery" -A reviewsite worker -B -l warning > "$VAR/worker.log" 2>&1 &
+  setsid "$ROOT/.venv/bin/celery" -A reviewsite worker -B -s "$VAR/celerybeat-schedule" -l warning \
+    > "$VAR/worker.log" 2>&1 &
   PIDS+=($!)
 fi
 

@@ -42,6 +42,10 @@ class LangGraphServer:
     cpus: str = ""
     #: A ``langgraph.json`` of its own (paths relative to ``workdir``) instead of one for ``graphs``.
     config: dict[str, Any] | None = None
+    #: The virtual environment's bin directory whose ``langgraph`` serves the graphs.
+    bin: Path = BIN
+    #: The environment the server starts from; default: this process's.
+    environ: dict[str, str] | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -64,7 +68,7 @@ class LangGraphServer:
         }
         (self.workdir / "langgraph.json").write_text(json.dumps(config))
         env = {
-            **os.environ,
+            **(os.environ if self.environ is None else self.environ),
             "LANGGRAPH_CLI_NO_ANALYTICS": "1",
             "LANGSMITH_TRACING": "false",
             "LANGCHAIN_TRACING_V2": "false",
@@ -76,7 +80,7 @@ class LangGraphServer:
         self.process = subprocess.Popen(
             [
                 *pinned,
-                str(BIN / "langgraph"),
+                str(self.bin / "langgraph"),
                 "dev",
                 "--no-browser",
                 "--no-reload",

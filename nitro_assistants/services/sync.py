@@ -7,19 +7,29 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from nitro_assistants.models import Thread
+from nitro_assistants.exceptions import ThreadNotCreatedError, ThreadStateError
+from nitro_assistants.models import Run, Thread
 from nitro_assistants.services import clients
 from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.mirror import mirror_pending
 
 
 def sync_thread(thread: Thread | int) -> Thread:
-    """Read the thread's state from the server and make the local mirror match it."""
+    """Read the thread's state from the server and make the local mirror match it.
+
+    Raises :class:`ThreadNotCreatedError` for a thread the server never created (its first run
+    failed before reaching it): the mirror already says all there is.
+    """
     pk = thread.pk if isinstance(thread, Thread) else thread
     thread = Thread.objects.get(pk=pk)
     assistant = clients.assistant_for(thread.assistant_key)
     thread_id = str(thread.thread_id)
-    state: dict[str, Any] = assistant.thread_state(thread_id=thread_id)
+    try:
+        state: dict[str, Any] = assistant.thread_state(thread_id=thread_id)
+    except ThreadStateError as exc:
+        if exc.status_code == 404 and not _reached_server(thread):
+            raise _not_created(thread) from exc
+        raise
     pending = assistant.under_review(thread_id=thread_id)
     values = state.get("values") or {}
     messages = list(values.get("messages") or [])
@@ -37,3 +47,23 @@ def sync_thread(thread: Thread | int) -> Thread:
         mirror_pending(thread, None, pending)
         record_deliveries(thread, messages)
     return thread
+
+
+def _reached_server(thread: Thread) -> bool:
+    """True once anything of the thread came back from the server: a 404 then means it is lost."""
+    return (
+        thread.synced_at is not None
+        or thread.reviews.exists()
+        or thread.runs.exclude(remote_run_id="").exists()
+        or thread.runs.filter(status__in=[Run.Status.SUCCEEDED, Run.Status.INTERRUPTED]).exists()
+    )
+
+
+def _not_created(thread: Thread) -> ThreadNotCreatedError:
+    last = thread.runs.order_by("-created_at").first()
+    why = f" (its last run failed: {last.error})" if last is not None and last.error else ""
+    return ThreadNotCreatedError(
+        f"The server never created thread {thread.thread_id}: no run of it got through{why}. "
+        "Nothing to sync.",
+        status_code=404,
+    )

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nitro_assistants.checks import check_settings
+from tests.fresh_project import Project, start_project
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def ids(settings: Any, **config: Any) -> list[str]:
@@ -89,11 +94,24 @@ def test_settings_are_read_when_used(settings: Any) -> None:
     assert app_settings.client_config()["definitions"] == {}
 
 
-def test_no_celery_app_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from celery import Celery, _state
+@pytest.fixture
+def fresh_project(tmp_path: Path) -> Project:
+    return start_project(tmp_path / "site", Path(sys.executable), pythonpath=str(ROOT))
 
-    monkeypatch.setattr(_state, "get_current_app", lambda: Celery(set_as_current=False))
-    assert [message.id for message in check_settings()] == ["nitro_assistants.E008"]
+
+def test_a_fresh_project_without_a_celery_app_fails_the_check(fresh_project: Project) -> None:
+    done = fresh_project.manage("check")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "nitro_assistants.E008" in done.stderr
+    assert "No Celery app is configured" in done.stderr
+    assert "System check identified 1 issue" in done.stderr
+
+
+def test_a_fresh_project_with_celerys_django_layout_passes(fresh_project: Project) -> None:
+    fresh_project.add_celery_app()
+    done = fresh_project.manage("check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues" in done.stdout
 
 
 def test_a_request_limit_reaches_the_client(settings: Any) -> None:

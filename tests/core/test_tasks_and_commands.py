@@ -6,12 +6,13 @@ from typing import Any
 
 import pytest
 from celery.exceptions import Retry
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+import nitro_assistants
 from nitro_assistants import services, tasks
 from nitro_assistants.exceptions import RunError
-from nitro_assistants.models import Delivery, Run
+from nitro_assistants.models import Delivery, Review, Run, Thread
 from tests.core.conftest import FakeAssistant, reply_review, sent
 from tests.factories import DeliveryFactory, ThreadFactory
 
@@ -121,3 +122,56 @@ def test_requeue_stale_enqueues_only_work_nobody_picked_up(
         ("nitro_assistants.resume_thread", (lost_decision.pk,)),
         ("nitro_assistants.run_thread", (str(lost_run.pk),)),
     ]
+
+
+@pytest.mark.server
+@pytest.mark.django_db
+def test_sync_over_all_threads_reports_each_bad_thread_and_syncs_the_others(
+    server_settings: Any,
+    enqueued: list[Any],
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    # The first run of this thread failed before the server created the thread: the server was
+    # down and the run had no retries left, so the local thread has no remote counterpart.
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "TASK_MAX_RETRIES": 0}
+    with django_capture_on_commit_callbacks(execute=True):
+        never = services.start_run("walkthrough", "reply: hello?")
+    server_settings.stop()
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            assert tasks.run_thread.apply(args=(str(never.pk),)).get() == "failed"
+    finally:
+        server_settings.start()
+    good = []
+    for _ in range(3):
+        with django_capture_on_commit_callbacks(execute=True):
+            run = services.start_run("walkthrough", "reply: See you Tuesday.")
+        with django_capture_on_commit_callbacks(execute=True):
+            services.execute_run(run.pk)
+        good.append(run.thread)
+    # This one the server had, then lost: a 404 for it is a real failure.
+    lost = good.pop(1)
+    nitro_assistants.assistants()["walkthrough"].client.delete_thread(str(lost.thread_id))
+    before = {t.pk: t.synced_at for t in Thread.objects.filter(pk__in=[t.pk for t in good])}
+
+    out, err = StringIO(), StringIO()
+    with pytest.raises(CommandError, match=r"1 thread\(s\) could not be synced"):
+        call_command("nitro_assistants_sync", stdout=out, stderr=err)
+
+    assert "[##############################] 4/4\n" in out.getvalue()
+    assert "Synced 2 of 4 thread(s); 1 skipped (never created on the server); 1 failed." in (
+        out.getvalue()
+    )
+    lines = err.getvalue().splitlines()
+    assert lines[0].startswith(f"skipped {never.thread.thread_id} (walkthrough): The server never")
+    assert "its last run failed: POST" in lines[0]
+    assert "connection failed" in lines[0]
+    assert lines[1].startswith(f"failed {lost.thread_id} (walkthrough): ThreadStateError: ")
+    assert "not found" in lines[1]
+    assert len(lines) == 2
+    for thread in good:
+        thread.refresh_from_db()
+        assert thread.synced_at > before[thread.pk]
+        assert thread.status == "interrupted"
+        assert Review.objects.filter(thread=thread, status="pending", kind="reply").count() == 1

@@ -5,12 +5,17 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from nitro_assistants import services
-from nitro_assistants.exceptions import NitroAssistantsError
+from nitro_assistants.exceptions import ThreadNotCreatedError
 from nitro_assistants.models import Thread
 
 
 class Command(BaseCommand):
-    help = "Reconcile the local mirror with the Assistants server, for all threads or some."
+    help = (
+        "Reconcile the local mirror with the Assistants server, for all threads or some. A thread "
+        "that cannot be synced does not stop the others: each is reported on stderr with its "
+        "reason, and the command exits non-zero if any failed. A thread the server never created "
+        "(its first run failed before reaching it) is reported and skipped, not failed."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("thread_ids", nargs="*", help="remote thread ids (UUIDs); default: all")
@@ -30,26 +35,34 @@ class Command(BaseCommand):
             threads = threads.filter(status=options["status"])
         total = threads.count()
         show_progress = not options["no_progress"] and total > 0
-        failed = 0
+        failed: list[tuple[Thread, str]] = []
+        skipped: list[tuple[Thread, str]] = []
         for done, thread in enumerate(threads.iterator(chunk_size=200), start=1):
             try:
                 services.sync_thread(thread)
-            except NitroAssistantsError as exc:
-                failed += 1
-                self.stderr.write(f"\n{thread.thread_id}: {exc}")
+            except ThreadNotCreatedError as exc:
+                skipped.append((thread, str(exc)))
+            except Exception as exc:  # one bad thread must not stop the others
+                failed.append((thread, f"{type(exc).__name__}: {exc}"))
             if show_progress:
                 self._progress(done, total)
         if show_progress:
             self.stdout.write("")
-        self.stdout.write(
-            self.style.SUCCESS(f"Synced {total - failed} of {total} thread(s).")
-            if not failed
-            else self.style.WARNING(
-                f"Synced {total - failed} of {total} thread(s); {failed} failed."
-            )
-        )
+        # Reasons come after the bar, one line each, rather than in between its updates.
+        for thread, reason in skipped:
+            self.stderr.write(f"skipped {thread.thread_id} ({thread.assistant_key}): {reason}")
+        for thread, reason in failed:
+            self.stderr.write(f"failed {thread.thread_id} ({thread.assistant_key}): {reason}")
+        synced = total - len(failed) - len(skipped)
+        summary = f"Synced {synced} of {total} thread(s)"
+        if skipped:
+            summary += f"; {len(skipped)} skipped (never created on the server)"
         if failed:
-            raise CommandError(f"{failed} thread(s) could not be synced.")
+            summary += f"; {len(failed)} failed"
+        style = self.style.WARNING if failed or skipped else self.style.SUCCESS
+        self.stdout.write(style(summary + "."))
+        if failed:
+            raise CommandError(f"{len(failed)} thread(s) could not be synced; see above.")
 
     def _progress(self, done: int, total: int) -> None:
         width = 30
