@@ -171,3 +171,30 @@ def test_queue_page_of_many_decided_rows_renders(reviewer_client: Client) -> Non
     response = reviewer_client.get(QUEUE, {"status": "superseded"})
     assert len(shown(response)) == 3
     assert "Metrics" in response.content.decode()
+
+
+def _status_filter(page: str) -> list[str]:
+    """The status filter's choices, as the queue's sidebar lists them."""
+    import re
+
+    section = page.split("By status", 1)[1].split("</ul>", 1)[0]
+    return re.findall(r"(?:\?|&amp;)status=([a-z_]+)", section)
+
+
+def test_the_status_filter_lists_the_statuses_of_the_kind_filtered(
+    reviewer_client: Client,
+) -> None:
+    ReviewFactory()
+    every = _status_filter(reviewer_client.get("/admin/nitro_assistants/review/").content.decode())
+    assert {"decided", "applied", "answered", "executing", "completed"} <= set(every)
+    tools = _status_filter(
+        reviewer_client.get(
+            "/admin/nitro_assistants/review/?kind__exact=tool_calls"
+        ).content.decode()
+    )
+    assert set(tools) == {"pending", "decided", "applied", "failed", "superseded", "all"}
+    plans = _status_filter(
+        reviewer_client.get("/admin/nitro_assistants/review/?kind__exact=plan").content.decode()
+    )
+    assert "executing" in plans and "completed" in plans
+    assert "decided" not in plans and "applied" not in plans
