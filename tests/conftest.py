@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from django.conf import settings
 
 from tests.langgraph_server import LangGraphServer
 
@@ -15,3 +16,24 @@ def langgraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangG
         yield server
     finally:
         server.stop()
+
+
+#: Fixtures that start a Celery worker in another process: it cannot open the in-memory SQLite
+#: test database this process holds, so their tests run on PostgreSQL only.
+WORKER_FIXTURES = {"celery_worker", "start_worker"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On SQLite (``NITRO_TEST_DB=sqlite``), skip, saying why, the tests that need PostgreSQL:
+    those marked ``@pytest.mark.postgresql("why")`` and those that use a worker process."""
+    if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        return
+    for item in items:
+        marker = item.get_closest_marker("postgresql")
+        if marker is not None:
+            why = marker.args[0] if marker.args else "PostgreSQL only"
+        elif WORKER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            why = "a Celery worker process cannot open the in-memory SQLite test database"
+        else:
+            continue
+        item.add_marker(pytest.mark.skip(reason=f"needs PostgreSQL: {why}"))

@@ -1,8 +1,10 @@
-"""Settings for the test suite: real PostgreSQL and a real Redis broker."""
+"""Settings for the test suite: real PostgreSQL (or SQLite, ``NITRO_TEST_DB=sqlite``) and a real
+Redis broker."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 SECRET_KEY = "tests-only-not-secret"
 DEBUG = False
@@ -43,21 +45,37 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": os.environ.get("NITRO_TEST_DB_NAME", "nitro_assistants"),
-        "USER": os.environ.get("NITRO_TEST_DB_USER", "postgres"),
-        "PASSWORD": os.environ.get("NITRO_TEST_DB_PASSWORD", ""),
-        "HOST": os.environ.get("NITRO_TEST_DB_HOST", "127.0.0.1"),
-        "PORT": os.environ.get("NITRO_TEST_DB_PORT", "5432"),
-        # Django's connection pool (psycopg-pool): Celery closes the database connection before
-        # and after every task, and without a pool each task would open a new one.
-        "OPTIONS": {"pool": {"min_size": 1, "max_size": 24}}
-        if os.environ.get("NITRO_TEST_DB_POOL", "1") == "1"
-        else {},
+#: ``NITRO_TEST_DB=sqlite`` runs the suite on SQLite (the example site's embedded default, an
+#: in-memory test database) instead of PostgreSQL; scripts/test.sh runs the admin and API tests
+#: that way too. Tests that need PostgreSQL's row locks carry ``@pytest.mark.postgresql``.
+TEST_DB = os.environ.get("NITRO_TEST_DB", "postgresql")
+if TEST_DB not in ("postgresql", "sqlite"):
+    raise ValueError(f"NITRO_TEST_DB must be postgresql or sqlite, not {TEST_DB!r}")
+
+DATABASES: dict[str, dict[str, Any]]
+if TEST_DB == "sqlite":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.environ.get("NITRO_TEST_DB_NAME", "nitro_assistants") + ".sqlite3",
+        }
     }
-}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": os.environ.get("NITRO_TEST_DB_NAME", "nitro_assistants"),
+            "USER": os.environ.get("NITRO_TEST_DB_USER", "postgres"),
+            "PASSWORD": os.environ.get("NITRO_TEST_DB_PASSWORD", ""),
+            "HOST": os.environ.get("NITRO_TEST_DB_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("NITRO_TEST_DB_PORT", "5432"),
+            # Django's connection pool (psycopg-pool): Celery closes the database connection
+            # before and after every task, and without a pool each task would open a new one.
+            "OPTIONS": {"pool": {"min_size": 1, "max_size": 24}}
+            if os.environ.get("NITRO_TEST_DB_POOL", "1") == "1"
+            else {},
+        }
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 STATIC_URL = "/static/"

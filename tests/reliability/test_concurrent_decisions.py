@@ -17,7 +17,10 @@ from nitro_assistants.exceptions import ReviewNotPendingError
 from nitro_assistants.models import Decision, Event, Review, Run
 from tests.factories import ReviewFactory
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.postgresql("deciders race on row locks (select_for_update); SQLite has none"),
+]
 
 DECIDERS = 16
 ROUNDS = 10
