@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from nitro_assistants import rules
@@ -206,15 +207,24 @@ def _has_decision(review: Review) -> bool:
 
 def latest_revisions(thread_pk: int) -> list[Review]:
     """The latest revision of each interaction of a thread, oldest interaction first."""
-    reviews = (
+    # A correlated subquery, not DISTINCT ON: the same one query on SQLite and PostgreSQL.
+    newest = (
+        Review.objects.filter(
+            thread_id=OuterRef("thread_id"),
+            interaction_id=OuterRef("interaction_id"),
+            kind__in=INTERACTION_KINDS,
+        )
+        .order_by("-revision", "-pk")
+        .values("pk")[:1]
+    )
+    return list(
         Review.objects.filter(thread_id=thread_pk, kind__in=INTERACTION_KINDS)
         .exclude(interaction_id="")
+        .filter(pk=Subquery(newest))
         .select_related("thread", "decision")
         .prefetch_related("step_results")
-        .order_by("interaction_id", "-revision", "-pk")
-        .distinct("interaction_id")
+        .order_by("requested_at", "pk")
     )
-    return sorted(reviews, key=lambda r: (r.requested_at, r.pk))
 
 
 def latest_revision(thread_pk: int, interaction_id: str) -> Review | None:

@@ -528,6 +528,35 @@ def test_a_decision_sends_nothing_to_the_server_in_the_request_and_a_repeat_is_t
 # -- reading -----------------------------------------------------------------------------------------
 
 
+def test_the_listing_shows_each_interactions_latest_revision_in_constant_queries(
+    api: Api, interaction: Any
+) -> None:
+    """One item per interaction, its latest revision, in the order those were asked; the same
+    number of queries however many interactions and revisions the session has."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for interaction_id in ("a", "b", "a"):
+        review = interaction("question", QUESTIONS, interaction_id=interaction_id)
+    path = f"sessions/{review.thread.thread_id}/interactions"
+    api.get(path)  # the key's first use also records when it was used
+    with CaptureQueriesContext(connection) as few:
+        listed = api.get(path).json()["items"]
+    assert [(i["interactionId"], i["revision"]) for i in listed] == [("b", 1), ("a", 2)]
+
+    for interaction_id in ("c", "b", "d", "a", "c"):
+        interaction("blueprint", BLUEPRINT, interaction_id=interaction_id)
+    with CaptureQueriesContext(connection) as many:
+        listed = api.get(path).json()["items"]
+    assert [(i["interactionId"], i["revision"], i["status"]) for i in listed] == [
+        ("b", 2, "superseded"),
+        ("d", 1, "superseded"),
+        ("a", 3, "superseded"),
+        ("c", 2, "pending"),
+    ]
+    assert len(many) == len(few), [q["sql"] for q in many]
+
+
 def test_interactions_and_events_are_readable_by_the_opener(
     api: Api, interaction: Any, stranger: Any, grant: Any
 ) -> None:
