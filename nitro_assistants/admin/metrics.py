@@ -8,9 +8,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection
-from django.db.models import Aggregate, Count, DurationField, ExpressionWrapper, F
-from django.db.models.functions import TruncDate
+from django.db import connection, connections
+from django.db.models import (
+    Aggregate,
+    Count,
+    DateField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    QuerySet,
+    RowRange,
+    Value,
+    Window,
+)
+from django.db.models.functions import RowNumber, TruncDate
 from django.utils import timezone
 
 from nitro_assistants.models import Decision, Delivery, Review
@@ -26,14 +37,6 @@ COLORS = {
     "failed": "#ba2121",
 }
 DEFAULT_COLOR = "#417690"
-
-
-class Median(Aggregate):
-    """PostgreSQL's ``percentile_cont(0.5)``, which also takes intervals."""
-
-    function = "PERCENTILE_CONT"
-    name = "Median"
-    template = "%(function)s(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
 
 
 @dataclass
@@ -152,6 +155,64 @@ def _decision_time() -> ExpressionWrapper[Any]:
     )
 
 
+class Median(Aggregate):
+    """PostgreSQL's ``percentile_cont(0.5)``, which also takes intervals."""
+
+    function = "PERCENTILE_CONT"
+    name = "Median"
+    template = "%(function)s(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
+
+
+def medians(
+    decisions: QuerySet[Decision], by_day: bool = False
+) -> dict[datetime.date | None, datetime.timedelta]:
+    """The median time to decision of ``decisions`` (under the key ``None``), or of each day's
+    (under its date): one query, on every database.
+
+    The median is PostgreSQL's ``percentile_cont(0.5)``: the mean of the two middle values of
+    an even count. Other databases have no such aggregate; there window functions rank each
+    day's decisions and the query returns the (one or two) middle rows of each day, never
+    every decision. PostgreSQL keeps its aggregate, which costs about 60% of the window query.
+    """
+    if connections[decisions.db].vendor == "postgresql":
+        median = Median(_decision_time(), output_field=DurationField())
+        if not by_day:
+            value = decisions.aggregate(m=median)["m"]
+            return {} if value is None else {None: value}
+        return dict(
+            decisions.annotate(day=TruncDate("decided_at"))
+            .order_by()
+            .values("day")
+            .annotate(m=median)
+            .values_list("day", "m")
+        )
+    day = TruncDate("decided_at") if by_day else Value(None, output_field=DateField())
+    partition = [TruncDate("decided_at")] if by_day else None
+    rows = (
+        decisions.annotate(
+            took=_decision_time(),
+            day=day,
+            rank=Window(RowNumber(), partition_by=partition, order_by=F("took").asc()),
+            # The rank's window (order and all) with the whole partition in its frame: the
+            # database sorts once for both.
+            size=Window(
+                Count("pk"),
+                partition_by=partition,
+                order_by=F("took").asc(),
+                frame=RowRange(start=None, end=None),
+            ),
+        )
+        # Ranks (size + 1) // 2 and size // 2 + 1: one row for an odd size, two for an even one.
+        .filter(rank__gte=(F("size") + 1) / 2, rank__lte=F("size") / 2 + 1)
+        .order_by()
+        .values_list("day", "took")
+    )
+    middle: dict[datetime.date | None, list[datetime.timedelta]] = {}
+    for key, took in rows:
+        middle.setdefault(key, []).append(took)
+    return {key: sum(values, datetime.timedelta()) / len(values) for key, values in middle.items()}
+
+
 def _action_counts(since: datetime.datetime) -> Counter[str]:
     counts: Counter[str] = Counter()
     for row in (
@@ -173,11 +234,11 @@ def _action_counts(since: datetime.datetime) -> Counter[str]:
             cursor.execute(sql, [since])
             for action, n in cursor.fetchall():
                 counts[str(action)] += n
-    else:  # pragma: no cover - the app's tests run on PostgreSQL
+    else:  # SQLite (the example site's default) and the rest: the same count, in Python
         rows = Decision.objects.filter(decided_at__gte=since).values_list("tool_calls", flat=True)
         for calls in rows.iterator():
-            for call in calls or []:
-                counts[str(call.get("action"))] += 1
+            for call in calls if isinstance(calls, list) else []:
+                counts[str(call.get("action") if isinstance(call, dict) else None)] += 1
     return counts
 
 
@@ -205,13 +266,8 @@ def collect(days: int = 14, now: datetime.datetime | None = None) -> dict[str, A
     )
 
     decided = Decision.objects.filter(decided_at__gte=since)
-    median_all = decided.aggregate(m=Median(_decision_time(), output_field=DurationField()))["m"]
-    per_day = {
-        row["day"]: row["m"]
-        for row in decided.annotate(day=TruncDate("decided_at"))
-        .values("day")
-        .annotate(m=Median(_decision_time(), output_field=DurationField()))
-    }
+    median_all = medians(decided).get(None)
+    per_day = medians(decided, by_day=True)
     median_chart = horizontal_chart(
         "Median time to decision per day",
         [

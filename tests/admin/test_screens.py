@@ -10,6 +10,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 from django.utils import timezone
 
+from nitro_assistants.admin import metrics
 from nitro_assistants.exceptions import ThreadStateError
 from nitro_assistants.models import Decision, Event, Review, Run
 from nitro_assistants.services.audit import record_event
@@ -188,6 +189,46 @@ def test_metrics_page_shows_the_figures_and_svg_charts(reviewer_client: Client) 
         assert title in html
     assert "<script" not in html.split('id="content-main"')[1]  # no chart library, no network
     assert Decision.objects.count() == 3
+
+
+def decided_after(minutes: float, at: datetime.datetime) -> Decision:
+    decision = DecisionFactory(reply={"action": "approve"}, decided_at=at)
+    Review.objects.filter(pk=decision.review_id).update(
+        requested_at=at - datetime.timedelta(minutes=minutes)
+    )
+    return decision
+
+
+def test_median_time_to_decision_per_day_and_overall(
+    reviewer_client: Client, django_assert_max_num_queries: Any
+) -> None:
+    """The median of an even count is the mean of the two middle values (as PostgreSQL's
+    ``percentile_cont(0.5)``), on every database; days outside the window do not count."""
+    now = timezone.now().replace(hour=12)
+    yesterday = now - datetime.timedelta(days=1)
+    for minutes in (7, 1, 5, 3):
+        decided_after(minutes, yesterday)
+    for minutes in (10, 2):
+        decided_after(minutes, now)
+    decided_after(500, now - datetime.timedelta(days=30))
+    recent = Decision.objects.filter(decided_at__gte=now - datetime.timedelta(days=14))
+    with django_assert_max_num_queries(1):
+        overall = metrics.medians(recent)
+    assert overall == {None: datetime.timedelta(minutes=4)}  # of 1 2 3 5 7 10
+    with django_assert_max_num_queries(1):
+        per_day = metrics.medians(recent, by_day=True)
+    assert per_day == {
+        yesterday.date(): datetime.timedelta(minutes=4),  # of 1 3 5 7
+        now.date(): datetime.timedelta(minutes=6),  # of 2 10
+    }
+    decided_after(4.5, now)
+    assert metrics.medians(recent, by_day=True)[now.date()] == datetime.timedelta(minutes=4.5)
+
+    response = reviewer_client.get("/admin/nitro_assistants/review/metrics/")
+    assert response.status_code == 200
+    assert response.context["metrics"]["median_all"] == "4.5 min"  # of 1 2 3 4.5 5 7 10
+    chart = response.context["metrics"]["charts"][1]
+    assert [bar.shown for bar in chart.bars] == ["4.0 min", "4.5 min"]
 
 
 def test_metrics_page_with_no_data(reviewer_client: Client) -> None:
