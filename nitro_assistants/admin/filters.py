@@ -8,9 +8,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.contrib import admin
+from django.core.exceptions import BadRequest
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from nitro_assistants import rules
@@ -53,6 +55,11 @@ class QueueStatusFilter(admin.SimpleListFilter):
         selected = self.selected()
         if selected == self.ALL:
             return queryset
+        if selected not in Review.Status.values:  # a typo, not "no such reviews"
+            raise BadRequest(
+                gettext("Unknown status %(status)r; one of: %(choices)s.")
+                % {"status": selected, "choices": ", ".join([*Review.Status.values, self.ALL])}
+            )
         return queryset.filter(status=selected)
 
 

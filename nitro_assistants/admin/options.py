@@ -2,18 +2,46 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import BadRequest, PermissionDenied, ValidationError
+from django.db.models import Model, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.translation import gettext as _
 
 DECIDE_PERMISSION = "nitro_assistants.decide_review"
+M = TypeVar("M", bound=Model)
 
 
 def can_decide(request: HttpRequest) -> bool:
     """The custom permission to decide reviews (superusers have every permission)."""
     return bool(request.user.is_active and request.user.has_perm(DECIDE_PERMISSION))
+
+
+def object_or_404(queryset: QuerySet[M], object_id: str) -> M:
+    """The row whose primary key ``object_id`` (from the URL) spells: 404 for an id that matches
+    nothing and for one that is no primary key at all (``abc``, ``1.0``, a NUL, ``../..``),
+    which would otherwise fail in the query (a 500) instead of finding nothing."""
+    try:
+        pk = queryset.model._meta.pk.to_python(object_id)
+    except (ValidationError, ValueError, TypeError):
+        raise Http404(_("No such record.")) from None
+    found = queryset.filter(pk=pk).first()
+    if found is None:
+        raise Http404(_("No such record."))
+    return found
+
+
+def refuse_nul(request: HttpRequest) -> None:
+    """400 for a query string holding a NUL character: PostgreSQL refuses NUL in text, so a
+    filter or search on one would fail in the query (a 500); no record can hold one anyway."""
+    if any(
+        "\x00" in key or any("\x00" in v for v in values) for key, values in request.GET.lists()
+    ):
+        raise BadRequest(_("A query parameter holds a NUL character."))
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -24,10 +52,31 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied  # as Django would, before the query string is looked at
         action = request.POST.get("action") if request.method == "POST" else None
         if action and action in (self.actions or []) and action not in self.get_actions(request):
             raise PermissionDenied
-        return super().changelist_view(request, extra_context)
+        try:
+            refuse_nul(request)
+            return super().changelist_view(request, extra_context)
+        except BadRequest as exc:  # a filter value that names nothing: say which, as a 400
+            return self.bad_request(request, str(exc))
+
+    def bad_request(self, request: HttpRequest, message: str) -> HttpResponse:
+        opts = self.opts
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": opts,
+            "title": _("Bad request"),
+            "message": message,
+            "list_url": reverse(
+                f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_changelist"
+            ),
+        }
+        return TemplateResponse(
+            request, "admin/nitro_assistants/bad_request.html", context, status=400
+        )
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -16,7 +16,6 @@ from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, get_script_prefix, path, reverse
 from django.utils import timezone
@@ -42,7 +41,7 @@ from nitro_assistants.admin.forms import (
     StampForm,
     decision_form_for,
 )
-from nitro_assistants.admin.options import ReadOnlyAdmin, can_decide
+from nitro_assistants.admin.options import ReadOnlyAdmin, can_decide, object_or_404
 from nitro_assistants.exceptions import (
     InteractionConflictError,
     InteractionForbiddenError,
@@ -304,9 +303,12 @@ class ReviewAdmin(ReadOnlyAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        review = get_object_or_404(Review, pk=object_id)
-        if request.method == "POST" or not self.has_view_permission(request, review):
+        # Staff who may not look at reviews learn nothing, not even whether the id exists.
+        if request.method == "POST" or not self.has_view_permission(request):
             raise PermissionDenied  # decisions are posted to the review screen, not here
+        review = object_or_404(Review.objects.all(), object_id)
+        if not self.has_view_permission(request, review):
+            raise PermissionDenied
         return HttpResponseRedirect(self.review_url(review))
 
     def _reviews(self) -> QuerySet[Review]:
@@ -315,7 +317,9 @@ class ReviewAdmin(ReadOnlyAdmin):
     def review_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """One review: the conversation up to what is held and, while pending, its decision
         form. A decided or superseded review is shown read-only, with who, what, when and why."""
-        review = get_object_or_404(self._reviews(), pk=object_id)
+        if not self.has_view_permission(request):
+            raise PermissionDenied  # before the lookup: nothing said about the id
+        review = object_or_404(self._reviews(), object_id)
         if not self.has_view_permission(request, review):
             raise PermissionDenied
         decide_allowed = self.has_decide_permission(request, review)
@@ -366,7 +370,7 @@ class ReviewAdmin(ReadOnlyAdmin):
                     status = 400
             if stale:
                 form = None
-                review = get_object_or_404(self._reviews(), pk=object_id)
+                review = object_or_404(self._reviews(), object_id)
         pending = review.status == Review.Status.PENDING
         if pending and form is None and review.kind in DECISION_FORMS:
             form = decision_form_for(review)

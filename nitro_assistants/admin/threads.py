@@ -11,7 +11,6 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
 from django.template.loader import render_to_string
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
@@ -21,7 +20,12 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from nitro_assistants import services
 from nitro_assistants.admin.conversation import held_summary, pretty_json, show_message
-from nitro_assistants.admin.options import ReadOnlyAdmin, ReadOnlyInline, can_decide
+from nitro_assistants.admin.options import (
+    ReadOnlyAdmin,
+    ReadOnlyInline,
+    can_decide,
+    object_or_404,
+)
 from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.models import Delivery, Event, Review, Run, Thread
 
@@ -183,7 +187,7 @@ class ThreadAdmin(ReadOnlyAdmin):
             return HttpResponseNotAllowed(["POST"])
         if not self.has_sync_permission(request):
             raise PermissionDenied
-        thread = get_object_or_404(Thread, pk=object_id)
+        thread = object_or_404(Thread.objects.all(), object_id)
         if self._sync(request, thread):
             messages.success(request, _("Thread synced from the server."))
         return HttpResponseRedirect(
