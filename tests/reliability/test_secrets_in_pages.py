@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import requests
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.test import Client
@@ -202,14 +201,6 @@ def crashed(pages: Pages, client: Client, monkeypatch: pytest.MonkeyPatch) -> An
     return client.get(url(pages, "/interactions"), **bearer(pages.created_key))
 
 
-def unreachable(pages: Pages, client: Client, monkeypatch: pytest.MonkeyPatch) -> Any:
-    def down(**kwargs: Any) -> Any:
-        raise requests.ConnectionError(f"https://x:{DEFINITION_KEY}@assistants.example/")
-
-    monkeypatch.setattr(FakeAssistant, "thread_state", lambda self, **kw: down(**kw))
-    return decide(pages, client)
-
-
 API_ERRORS: dict[str, tuple[int, str, ApiCall]] = {
     "401-no-credentials": (
         401, "unauthorized", lambda p, c, m: c.get(url(p, "/interactions"))
@@ -266,7 +257,6 @@ API_ERRORS: dict[str, tuple[int, str, ApiCall]] = {
     ),
     "429-rate-limit": (429, "rate_limit_exceeded", rate_limited),
     "500-unexpected": (500, "internal_error", crashed),
-    "503-server-down": (503, "assistant_decisions_unavailable", unreachable),
 }  # fmt: skip
 
 
