@@ -2,7 +2,7 @@
 recognisable strings, and API keys created the way staff create them (the admin's add page, which
 shows the new key once), no admin page (every view of the permission matrix, as a superuser, and
 the page each redirect leads to), no error answer of the decide API (400, 401, 403, 404, 405, 409,
-413, 415, 429, 500, 503) and not the OpenAPI document carries any of them, in its body or in a
+413, 415, 429, 500) and not the OpenAPI document carries any of them, in its body or in a
 header: neither the raw keys, nor their stored hashes, nor Django's ``SECRET_KEY``.
 
 The one exception is the page that shows a key right after it is created, and only that key.
