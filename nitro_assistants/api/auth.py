@@ -15,6 +15,7 @@ from nitro_assistants.api.errors import ApiError
 from nitro_assistants.conf import app_settings
 from nitro_assistants.models import ApiKey
 from nitro_assistants.models.interactions import API_KEY_PREFIX
+from nitro_assistants.validators import unstorable_reason
 
 #: A key's ``last_used_at`` is written at most this often (seconds): not one UPDATE per call.
 LAST_USED_RESOLUTION = 60
@@ -33,7 +34,8 @@ def key_from_header(header: str) -> ApiKey:
     prefix = secret.removeprefix(API_KEY_PREFIX).partition("_")[0]
     key = (
         ApiKey.objects.select_related("user").filter(prefix=prefix).first()
-        if secret.startswith(API_KEY_PREFIX) and prefix
+        # A NUL cannot even be looked up (PostgreSQL refuses it): no key has one.
+        if secret.startswith(API_KEY_PREFIX) and prefix and unstorable_reason(prefix) is None
         else None
     )
     if key is None or not key.matches(secret):

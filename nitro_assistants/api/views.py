@@ -26,7 +26,9 @@ from nitro_assistants.exceptions import (
 )
 from nitro_assistants.models import Event, Review, Thread
 from nitro_assistants.rules import MAX_ID
+from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.interactions import describe, latest_revision, latest_revisions
+from nitro_assistants.validators import find_unstorable, unstorable_reason
 
 logger = logging.getLogger("nitro_assistants.api")
 
@@ -59,6 +61,7 @@ def endpoint(
                     user, identity = authenticate(request)
                     throttle(identity)
                     args = (user, *args)
+                _check_path_ids(kwargs)
                 unknown = sorted(set(request.GET) - set(query))
                 if unknown:
                     raise ApiError(
@@ -71,13 +74,15 @@ def endpoint(
                 response = view(request, *args, **kwargs)
             except ApiError as error:
                 response = error.response(request_id)
-            except Exception:
+            except Exception as exc:
                 logger.exception("Decide API request %s failed", request_id)
+                # Retryable only when retrying can help (a lost database connection, say): a
+                # bug answers the same every time, and a client told to retry would never stop.
                 response = ApiError(
                     500,
                     "internal_error",
                     "Something went wrong on our side; the request id identifies it in the logs",
-                    retryable=True,
+                    retryable=is_transient(exc),
                 ).response(request_id)
             response[REQUEST_ID_HEADER] = request_id
             return response
@@ -85,6 +90,17 @@ def endpoint(
         return inner
 
     return wrap
+
+
+def _check_path_ids(kwargs: dict[str, Any]) -> None:
+    """A NUL or a lone surrogate in an id of the path is a 400 (the database cannot even be asked
+    for such an id: PostgreSQL refuses NUL in text)."""
+    for name, value in kwargs.items():
+        reason = unstorable_reason(value) if name.endswith("_id") else None
+        if reason is not None:
+            head, *rest = name.removesuffix("_id").split("_")
+            field = head + "".join(part.capitalize() for part in rest) + "Id"
+            raise ApiError(400, "invalid_json", f"`{field}` {reason}", field=field)
 
 
 def _thread(session_id: str, user: Any, *, deciding: bool = False) -> Thread:
@@ -147,9 +163,20 @@ def _json_body(request: HttpRequest) -> Any:
     if len(raw) > MAX_BODY:
         raise ApiError(413, "payload_too_large", f"The body is over {MAX_BODY // 1024} KiB")
     try:
-        return json.loads(raw.decode(request.encoding or "utf-8"))
+        body = json.loads(raw.decode(request.encoding or "utf-8"))
     except (UnicodeDecodeError, LookupError, ValueError, RecursionError) as exc:
         raise ApiError(400, "invalid_json", f"The body is not valid JSON: {exc}") from None
+    found = find_unstorable(body)
+    if found is not None:
+        # Valid JSON, but not text PostgreSQL can store (NUL, lone surrogates): say where.
+        field, reason = found
+        raise ApiError(
+            400,
+            "invalid_json",
+            f"`{field}` {reason}: it cannot be stored" if field else f"The body {reason}",
+            field=field or None,
+        )
+    return body
 
 
 def _invalid(error: InteractionDecisionError) -> ApiError:
