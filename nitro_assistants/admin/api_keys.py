@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from nitro_assistants.admin.options import refuse_nul
 from nitro_assistants.models import ApiKey
 from nitro_assistants.models.interactions import API_KEY_PREFIX
 
@@ -28,6 +29,14 @@ class ApiKeyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     @admin.display(description=_("key"))
     def key_prefix(self, obj: ApiKey) -> str:
         return f"{API_KEY_PREFIX}{obj.prefix}_…"
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # A search or filter on a NUL would fail in the query (500), as on the app's other lists.
+        if self.has_view_or_change_permission(request):
+            refuse_nul(request)  # BadRequest: Django's 400
+        return super().changelist_view(request, extra_context)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         if obj is None:

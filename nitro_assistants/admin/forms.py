@@ -9,15 +9,18 @@ check and audit trail from the review screen.
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput
 from django.utils.translation import gettext_lazy as _
 
 from nitro_assistants import rules
 from nitro_assistants.models import Review
+from nitro_assistants.validators import find_unstorable, validate_storable
 
 ACTION_LABELS = {
     "approve": _("Approve"),
@@ -92,6 +95,19 @@ def register_decision_form(kind: str) -> Callable[[F], F]:
     return register
 
 
+class StorableJSONField(forms.JSONField):
+    """A JSON field that refuses what PostgreSQL cannot store, which JSON's ``\\u`` escapes can
+    spell (``\\u0000``, ``\\ud800``), and shows such a value back escaped: a lone surrogate
+    written into the page as it is would make the error page itself fail to encode."""
+
+    default_validators = [validate_storable]
+
+    def prepare_value(self, value: Any) -> Any:
+        if not isinstance(value, InvalidJSONInput) and find_unstorable(value) is not None:
+            return json.dumps(value, ensure_ascii=True, cls=self.encoder)
+        return super().prepare_value(value)
+
+
 def _argument_field(name: str, value: Any) -> forms.Field:
     """A form field typed after the model's value, so an edit keeps each argument's type."""
     label = name
@@ -110,7 +126,7 @@ def _argument_field(name: str, value: Any) -> forms.Field:
     if isinstance(value, str):
         widget = forms.Textarea(attrs={"rows": 3}) if "\n" in value or len(value) > 80 else None
         return forms.CharField(label=label, required=False, strip=False, widget=widget)
-    return forms.JSONField(
+    return StorableJSONField(
         label=label,
         required=False,
         widget=forms.Textarea(attrs={"rows": 4, "class": "nitro-json"}),
