@@ -11,11 +11,12 @@ from __future__ import annotations
 import abc
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput
+from django.http import QueryDict
 from django.utils.translation import gettext_lazy as _
 
 from nitro_assistants import rules
@@ -61,10 +62,22 @@ class ReviewDecisionForm(abc.ABC):
     """Base of the per-kind decision forms: ``is_valid()``, then ``decision()``."""
 
     template_name: ClassVar[str] = ""
+    #: The name of the submit button that approves everything held in one click (PROTOCOL's
+    #: most common decision); a form that offers it returns its label from ``approve_label``.
+    APPROVE_BUTTON: ClassVar[str] = "_approve"
 
     def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
         self.review = review
         self.data = data
+
+    @property
+    def approve_label(self) -> str | None:
+        """The label of the one-click approve button, or None when this form has none (a kind
+        without a plain approval, or an item that does not allow it)."""
+        return None
+
+    def _approving(self, data: Mapping[str, Any] | None) -> bool:
+        return data is not None and self.APPROVE_BUTTON in data and self.approve_label is not None
 
     @property
     def is_bound(self) -> bool:
@@ -79,6 +92,14 @@ class ReviewDecisionForm(abc.ABC):
 
     @abc.abstractmethod
     def add_error(self, message: str) -> None: ...
+
+
+def _posting(data: Mapping[str, Any], **values: str) -> Mapping[str, Any]:
+    """``data`` as posted, with ``values`` in place of what was posted under those names."""
+    copy: Any = data.copy() if isinstance(data, QueryDict) else dict(data)
+    for name, value in values.items():
+        copy[name] = value
+    return cast(Mapping[str, Any], copy)
 
 
 DECISION_FORMS: dict[str, type[ReviewDecisionForm]] = {}
@@ -133,6 +154,16 @@ def _argument_field(name: str, value: Any) -> forms.Field:
     )
 
 
+def _as_posted(text: str, original: str) -> str:
+    """``text`` from a textarea as the model would have written it: browsers send every line
+    break of a textarea as CRLF, so an untouched ``a\\nb`` comes back ``a\\r\\nb``."""
+    return text if "\r" in original else text.replace("\r\n", "\n")
+
+
+def _quoted(names: list[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names)
+
+
 def _argument_initial(value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -180,9 +211,68 @@ class ToolCallForm(forms.Form):
             self.add_error("message", _("Say why the call is rejected."))
         if action == "respond" and not message:
             self.add_error("message", _("Write the result the assistant should see instead."))
+        if action in ("approve", "edit") and message:
+            # Only reject and respond send a message: anything else would drop it unseen.
+            self.add_error(
+                "message",
+                _(
+                    "A reason or response is sent only with Reject or Respond: clear it to "
+                    "%(action)s the call."
+                )
+                % {"action": ACTION_LABELS[action].lower()},
+            )
         if action == "edit":
             cleaned["edited_args"] = self._edited_args()
+        if action == "approve":
+            self._refuse_changed_args()
         return cleaned
+
+    def _posted(self, field_name: str) -> bool:
+        return self.data is not None and self.add_prefix(field_name) in self.data
+
+    def _refuse_changed_args(self) -> None:
+        """Approve runs the call with the assistant's arguments. An argument changed on the form
+        would be dropped without a word, so the form is refused, naming what changed: the
+        reviewer chooses Edit to send it, or puts it back. (Not turned into an edit: the
+        reviewer said Approve, and a stray keystroke must not run a call the assistant never
+        proposed.)"""
+        if "edit" not in self.allowed:
+            # The form draws no argument fields then: arguments posted anyway cannot be applied.
+            prefix = self.add_prefix("arg__")
+            posted = sorted(
+                key.removeprefix(prefix) for key in (self.data or {}) if key.startswith(prefix)
+            )
+            if posted:
+                raise ValidationError(
+                    _(
+                        "This call cannot be edited (it allows %(allowed)s), so %(names)s cannot "
+                        "be changed: approve it as proposed, or reject it."
+                    )
+                    % {"allowed": ", ".join(self.allowed), "names": _quoted(posted)}
+                )
+            return
+        changed = [
+            name
+            for name, original in self.model_args.items()
+            if self._posted(f"arg__{name}")
+            and f"arg__{name}" not in self.errors
+            and not self._same(self.cleaned_data.get(f"arg__{name}"), original)
+        ]
+        if changed:
+            raise ValidationError(
+                _(
+                    "You changed %(names)s but chose Approve, which runs the call with the "
+                    "assistant's arguments. Choose Edit to send your change, or put it back to "
+                    "approve the call as proposed."
+                )
+                % {"names": _quoted(changed)}
+            )
+
+    @staticmethod
+    def _same(value: Any, original: Any) -> bool:
+        if isinstance(original, str) and isinstance(value, str):
+            return _as_posted(value, original) == original
+        return bool(value == original and type(value) is type(original))
 
     def _edited_args(self) -> dict[str, Any]:
         edited: dict[str, Any] = {}
@@ -192,7 +282,7 @@ class ToolCallForm(forms.Form):
                 continue
             value = self.cleaned_data.get(key)
             if isinstance(original, str):
-                value = value if isinstance(value, str) else ""
+                value = _as_posted(value, original) if isinstance(value, str) else ""
                 if not value.strip() and original.strip():
                     self.add_error(key, _("This argument needs a value."))
                     continue
@@ -230,10 +320,22 @@ class ToolCallsDecisionForm(ReviewDecisionForm):
     def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
         super().__init__(review, data)
         self.non_field_errors: list[str] = []
+        if self._approving(data):
+            assert data is not None
+            actions = {f"call-{i}-action": "approve" for i in range(len(review.tool_calls))}
+            data = _posting(data, **actions)
         self.calls = [
             ToolCallForm(call, data=data, prefix=f"call-{index}")
             for index, call in enumerate(review.tool_calls)
         ]
+
+    @property
+    def approve_label(self) -> str | None:
+        calls = self.review.tool_calls
+        allowed = [call.get("allowed_decisions") or ["approve"] for call in calls]
+        if not calls or not all("approve" in decisions for decisions in allowed):
+            return None
+        return str(_("Approve") if len(calls) == 1 else _("Approve all"))
 
     def is_valid(self) -> bool:
         return all([form.is_valid() for form in self.calls]) and not self.non_field_errors
@@ -275,14 +377,42 @@ class ReplyForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         action = cleaned.get("action")
-        content = cleaned.get("content") or ""
+        content = _as_posted(cleaned.get("content") or "", self.draft)
+        cleaned["content"] = content
+        message = (cleaned.get("message") or "").strip()
         if action == "edit":
             if not content.strip():
                 self.add_error("content", _("The edited reply cannot be empty."))
             elif content == self.draft:
                 self.add_error("content", _("Nothing was changed: edit the text, or approve it."))
-        if action == "reject" and not (cleaned.get("message") or "").strip():
+        if action == "reject" and not message:
             self.add_error("message", _("Say why the reply is rejected."))
+        if action in ("approve", "edit") and message:
+            self.add_error(
+                "message",
+                _("A reason is recorded only with Reject: clear it to %(action)s the reply.")
+                % {"action": ACTION_LABELS[action].lower()},
+            )
+        posted = self.data is not None and self.add_prefix("content") in self.data
+        if (
+            action == "approve"
+            and posted
+            and "content" not in self.errors
+            and content != self.draft
+        ):
+            # Approve sends the draft as it is: the changed text would be dropped without a word.
+            message_text: Any
+            if "edit" in self.allowed:
+                message_text = _(
+                    "You changed the reply but chose Approve, which sends the draft as it is. "
+                    "Choose Edit to send your text, or put it back to send the draft."
+                )
+            else:
+                message_text = _(
+                    "This reply cannot be edited (it allows %(allowed)s): approve the draft as "
+                    "it is, or reject it."
+                ) % {"allowed": ", ".join(self.allowed)}
+            self.add_error("content", message_text)
         return cleaned
 
 
@@ -293,7 +423,15 @@ class ReplyDecisionForm(ReviewDecisionForm):
     def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
         super().__init__(review, data)
         self.non_field_errors: list[str] = []
+        if self._approving(data):
+            assert data is not None
+            data = _posting(data, **{"reply-action": "approve"})
         self.form = ReplyForm(review.reply or {}, data=data, prefix="reply")
+
+    @property
+    def approve_label(self) -> str | None:
+        allowed = (self.review.reply or {}).get("allowed_decisions") or ["approve"]
+        return str(_("Send as drafted")) if "approve" in allowed else None
 
     def is_valid(self) -> bool:
         return self.form.is_valid() and not self.non_field_errors
