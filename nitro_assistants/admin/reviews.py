@@ -50,8 +50,8 @@ from nitro_assistants.exceptions import (
 from nitro_assistants.models import Decision, Delivery, Event, Review
 from nitro_assistants.models.reviews import pending_first
 
-#: The bulk-reject page lists at most this many of the reviews it will reject.
-REJECT_PAGE_LISTS = 100
+#: A bulk confirmation page (approve, reject) lists at most this many of the reviews it decides.
+CONFIRMATION_PAGE_LISTS = 100
 THREAD_ID_PREFIX = re.compile(r"[0-9a-fA-F]{4,32}|[0-9a-fA-F-]{9,35}")
 
 
@@ -85,6 +85,29 @@ def approve_all(review: Review) -> dict[str, Any]:
             % {"kind": review.get_kind_display()}
         )
     return rules.approve_everything(review.kind, review.tool_calls)
+
+
+def approval_refusal(review: Review) -> str:
+    """Why approving ``review`` in bulk will be refused ("" when it should go through), shown on
+    the confirmation page before anything is decided; ``services.decide`` has the last word."""
+    if review.status != Review.Status.PENDING:
+        return _("it is %(status)s") % {"status": review.get_status_display()}
+    try:
+        decision = approve_all(review)
+    except ThreadResumptionError as exc:
+        return str(exc)
+    blocked = [
+        str(call.get("name") or call.get("id"))
+        for call in review.tool_calls
+        if "approve" not in (call.get("allowed_decisions") or ["approve"])
+    ]
+    if decision.get("tool_calls") is not None and blocked:
+        return _("%(names)s cannot be approved") % {"names": ", ".join(blocked)}
+    if review.kind == Review.Kind.REPLY and "approve" not in (
+        (review.reply or {}).get("allowed_decisions") or ["approve"]
+    ):
+        return _("the reply cannot be approved")
+    return ""
 
 
 def reject_all(review: Review, reason: str) -> dict[str, Any]:
@@ -503,9 +526,24 @@ class ReviewAdmin(ReadOnlyAdmin):
             .order_by("requested_at", "pk")
         )
 
-    @admin.action(description=gettext_lazy("Approve selected reviews"), permissions=["decide"])
-    def approve_selected(self, request: HttpRequest, queryset: QuerySet[Review]) -> None:
-        self._decide_each(request, queryset, approve_all, _("approved"))
+    @admin.action(description=gettext_lazy("Approve selected reviews…"), permissions=["decide"])
+    def approve_selected(
+        self, request: HttpRequest, queryset: QuerySet[Review]
+    ) -> TemplateResponse | None:
+        """Approve every ticked review, after a confirmation page that lists what each one
+        approves (as bulk reject asks its reason on one): approving runs tools and sends replies,
+        so it is never one stray click on the queue."""
+        if request.POST.get("post") == "yes":
+            self._decide_each(request, queryset, approve_all, _("approved"))
+            return None
+        context = self._confirmation_context(request, queryset, "approve_selected")
+        context["title"] = _("Approve selected reviews")
+        context["reviews"] = [
+            (review, summary, approval_refusal(review)) for review, summary in context["reviews"]
+        ]
+        return TemplateResponse(
+            request, "admin/nitro_assistants/review/approve_selected.html", context
+        )
 
     @admin.action(description=gettext_lazy("Reject selected reviews…"), permissions=["decide"])
     def reject_selected(
@@ -516,28 +554,34 @@ class ReviewAdmin(ReadOnlyAdmin):
             reason = form.cleaned_data["reason"]
             self._decide_each(request, queryset, lambda r: reject_all(r, reason), _("rejected"))
             return None
+        context = self._confirmation_context(request, queryset, "reject_selected")
+        context.update({"title": _("Reject selected reviews"), "form": form})
+        return TemplateResponse(
+            request, "admin/nitro_assistants/review/reject_selected.html", context
+        )
+
+    def _confirmation_context(
+        self, request: HttpRequest, queryset: QuerySet[Review], action: str
+    ) -> dict[str, Any]:
+        """What a bulk action's confirmation page shows: the ticked reviews (the first
+        ``CONFIRMATION_PAGE_LISTS``), how many in all, and the selection to post back."""
         selected = self._selected(request, queryset)
-        shown = list(selected[:REJECT_PAGE_LISTS])
+        shown = list(selected[:CONFIRMATION_PAGE_LISTS])
         across = request.POST.get("select_across") == "1"
         count = selected.count() if across else len(shown)
-        context = {
+        return {
             **self.admin_site.each_context(request),
             "opts": self.opts,
-            "title": _("Reject selected reviews"),
             "reviews": [(review, held_summary(review)) for review in shown],
             "count": count,
             "more": count - len(shown),
             "select_across": across,
             "ticked": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
             "shown": shown_fields(request),
-            "form": form,
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            "action": "reject_selected",
+            "action": action,
             "queue_url": reverse(f"{self.admin_site.name}:nitro_assistants_review_changelist"),
         }
-        return TemplateResponse(
-            request, "admin/nitro_assistants/review/reject_selected.html", context
-        )
 
 
 @admin.register(Decision)

@@ -249,3 +249,93 @@ def test_hostile_content_is_shown_as_text_everywhere(page: Any, live_server: Any
     assert_inert(page, shown=False)
     page.goto(f"{base}/admin/nitro_assistants/event/")
     assert_inert(page, shown=False)
+
+
+# -- deciding in the browser: changed arguments, one-click approve, bulk approve -----------------
+
+NOTE = "Please ring first.\nThe door code is 42."
+
+
+def test_a_changed_argument_is_refused_on_approve_and_sent_on_edit(
+    page: Any, live_server: Any
+) -> None:
+    from nitro_assistants.models import Decision
+
+    calls = [
+        {
+            "id": "call_1",
+            "name": "reschedule_appointment",
+            "args": {"appointment_id": 42, "day": "Tuesday", "note": NOTE},
+            "allowed_decisions": ["approve", "edit", "reject", "respond"],
+        }
+    ]
+    review = make_tool_review(calls)
+    page.goto(f"{live_server.url}/admin/nitro_assistants/review/{review.pk}/review/")
+    approve = page.locator("input[name='_approve']")
+    assert approve.input_value() == "Approve"
+    shot(page, "tool_call_review_one_click")
+    page.fill("input[name='call-0-arg__day']", "Thursday")
+    approve.click()
+    page.wait_for_selector(".nitro-call-form .errorlist")
+    error = page.locator(".nitro-call-form .errorlist").first.inner_text()
+    assert "You changed `day` but chose Approve" in error
+    assert page.input_value("input[name='call-0-arg__day']") == "Thursday"  # nothing lost
+    shot(page, "tool_call_changed_on_approve")
+    assert not Decision.objects.exists()
+
+    page.check("input[name='call-0-action'][value='edit']")
+    page.click("input[name='_decide']")
+    page.wait_for_selector("text=Decision recorded on review")
+    # The untouched multi-line note (sent back by the browser with CRLF) is not "changed".
+    assert Decision.objects.get(review=review).tool_calls == [
+        {"id": "call_1", "action": "edit", "args": {"day": "Thursday"}}
+    ]
+
+
+def test_one_click_approve_of_an_untouched_call_and_send_as_drafted(
+    page: Any, live_server: Any
+) -> None:
+    from nitro_assistants.models import Decision
+
+    tool = make_tool_review(
+        [
+            {
+                "id": "call_1",
+                "name": "leave_note",
+                "args": {"note": NOTE},
+                "allowed_decisions": ["approve", "edit", "reject"],
+            }
+        ]
+    )
+    reply = make_reply_review("Moved to Tuesday.\nSee you then!")
+    page.goto(f"{live_server.url}/admin/nitro_assistants/review/{tool.pk}/review/")
+    page.click("input[name='_approve']")
+    page.wait_for_selector("text=Decision recorded on review")
+    assert Decision.objects.get(review=tool).tool_calls == [{"id": "call_1", "action": "approve"}]
+
+    page.goto(f"{live_server.url}/admin/nitro_assistants/review/{reply.pk}/review/")
+    send = page.locator("input[name='_approve']")
+    assert send.input_value() == "Send as drafted"
+    shot(page, "reply_review_one_click")
+    send.click()
+    page.wait_for_selector("text=Decision recorded on review")
+    assert Decision.objects.get(review=reply).reply == {"action": "approve"}
+
+
+def test_bulk_approve_asks_for_confirmation_first(page: Any, live_server: Any) -> None:
+    from nitro_assistants.models import Decision
+
+    reviews = [make_tool_review(), make_reply_review("Your parcel ships on Friday.")]
+    page.goto(f"{live_server.url}/admin/nitro_assistants/review/")
+    for review in reviews:
+        page.check(f"input[name='_selected_action'][value='{review.pk}']")
+    page.select_option("select[name='action']", "approve_selected")
+    page.click("button[name='index']")
+    page.wait_for_selector("text=Approve these 2 reviews?")
+    assert not Decision.objects.exists()
+    listed = page.locator(".nitro-bulk-list").inner_text()
+    assert "reschedule_appointment" in listed and "Your parcel ships on Friday." in listed
+    shot(page, "bulk_approve_confirmation")
+    page.click("input[value='Yes, approve them']")
+    page.wait_for_selector("text=2 reviews approved.")
+    assert {d.review_id for d in Decision.objects.all()} == {r.pk for r in reviews}

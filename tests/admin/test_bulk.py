@@ -52,7 +52,7 @@ def test_bulk_approve_applies_what_it_can_and_refuses_the_rest_one_by_one(
     reviews = mixed()
     response = reviewer_client.post(
         QUEUE,
-        {"action": "approve_selected", "_selected_action": select(reviews)},
+        {"action": "approve_selected", "_selected_action": select(reviews), "post": "yes"},
         follow=True,
     )
     assert response.status_code == 200
@@ -85,9 +85,58 @@ def test_bulk_approve_applies_what_it_can_and_refuses_the_rest_one_by_one(
 def test_singular_summary(reviewer_client: Client) -> None:
     review = make_tool_review()
     response = reviewer_client.post(
-        QUEUE, {"action": "approve_selected", "_selected_action": [review.pk]}, follow=True
+        QUEUE,
+        {"action": "approve_selected", "_selected_action": [review.pk], "post": "yes"},
+        follow=True,
     )
     assert "1 review approved." in texts(response)
+
+
+def test_bulk_approve_asks_for_confirmation_listing_what_each_approves(
+    reviewer_client: Client,
+) -> None:
+    reviews = mixed()
+    data = {"action": "approve_selected", "_selected_action": select(reviews)}
+    page = reviewer_client.post(QUEUE, data)
+    assert page.status_code == 200
+    assert not Decision.objects.exists()  # nothing is approved by the first click
+    html = page.content.decode()
+    assert "Approve these 6 reviews?" in html
+    assert html.count('name="_selected_action"') == 6
+    assert '<input type="hidden" name="action" value="approve_selected">' in html
+    assert '<input type="hidden" name="post" value="yes">' in html
+    assert "reschedule_appointment" in html and "Done! See you Tuesday at 10." in html
+    # What will not go through is said before anything is decided.
+    assert "(will be refused: it is decided)" in html
+    assert "(will be refused: A question review is decided on its own screen.)" in html
+    assert "(will be refused: cancel_appointment cannot be approved)" in html
+    tool_line = next(line for line in html.splitlines() if f"#{reviews['tool'].pk} " in line)
+    assert "will be refused" not in tool_line
+
+    done = reviewer_client.post(QUEUE, {**data, "post": "yes"}, follow=True)
+    assert set(Decision.objects.values_list("review_id", flat=True)) == {
+        reviews["tool"].pk,
+        reviews["reply"].pk,
+    }
+    assert "2 reviews approved." in texts(done)
+
+
+def test_bulk_approve_across_every_page_of_the_filter(reviewer_client: Client) -> None:
+    reviews = [make_tool_review() for _ in range(3)]
+    data = {
+        "action": "approve_selected",
+        "_selected_action": [reviews[0].pk],
+        "select_across": "1",
+        "index": "0",
+    }
+    page = reviewer_client.post(QUEUE, data)
+    html = page.content.decode()
+    assert "Approve these 3 reviews?" in html
+    assert '<input type="hidden" name="select_across" value="1">' in html
+    assert not Decision.objects.exists()
+    done = reviewer_client.post(QUEUE, {**data, "post": "yes"}, follow=True)
+    assert set(Decision.objects.values_list("review_id", flat=True)) == {r.pk for r in reviews}
+    assert "3 reviews approved." in texts(done)
 
 
 def test_bulk_reject_asks_one_reason_on_an_intermediate_page(reviewer_client: Client) -> None:

@@ -21,7 +21,9 @@ def approve(client: Client, review: Review) -> Any:
 
 
 def bulk_approve(client: Client, review: Review) -> Any:
-    return client.post(QUEUE, {"action": "approve_selected", "_selected_action": [review.pk]})
+    """The confirmed bulk approve (the second POST, from its confirmation page)."""
+    data = {"action": "approve_selected", "_selected_action": [review.pk], "post": "yes"}
+    return client.post(QUEUE, data)
 
 
 def test_anonymous_is_sent_to_the_login_page() -> None:

@@ -211,8 +211,11 @@ def admin_cases() -> list[Case]:
              admin_expect(200)),
         Case("review:decide", "<path:object_id>/review/", "POST", f"{review}/{{review}}/review/",
              admin_expect(403, 302), approve, check="decided_by_deciders"),
+        Case("review:bulk-approve-page", "", "POST", f"{review}/",
+             admin_expect(403, 200), {"action": "approve_selected", **selected},
+             check="decided_by_nobody"),
         Case("review:bulk-approve", "", "POST", f"{review}/",
-             admin_expect(403, 302), {"action": "approve_selected", **selected},
+             admin_expect(403, 302), {"action": "approve_selected", "post": "yes", **selected},
              check="decided_by_deciders"),
         Case("review:bulk-reject-page", "", "POST", f"{review}/",
              admin_expect(403, 200), {"action": "reject_selected", **selected}),
@@ -335,6 +338,8 @@ def check_outcome(case: Case, role: str, response: Any, world: World) -> None:
     if case.check == "decided_by_deciders":
         decided = Decision.objects.filter(review=world.tool_review).exists()
         assert decided == (role in DECIDERS), (case.name, role, decided)
+    elif case.check == "decided_by_nobody":
+        assert not Decision.objects.filter(review=world.tool_review).exists(), (case.name, role)
     elif case.check == "decided_by_opener":
         decided = Decision.objects.filter(review=world.question).exists()
         assert decided == (role in {OPENER, OPENER_KEY}), (case.name, role, decided)
