@@ -1,20 +1,44 @@
-"""API keys of the decide API: created here for a user, shown once, revocable."""
+"""API keys of the decide API: created here for a user, shown once, revocable.
+
+A key acts as its user, so who may create one for whom is the service's rule
+(:func:`nitro_assistants.services.api_keys.creation_refusal`): ``add_apikey`` for one's own keys,
+``add_apikey_for_others`` too for anybody else's. Every key created, revoked or deleted is an
+audit event (``api_key_created``, ``api_key_revoked``, ``api_key_deleted``).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from nitro_assistants.admin.options import refuse_nul
 from nitro_assistants.models import ApiKey
 from nitro_assistants.models.interactions import API_KEY_PREFIX
+from nitro_assistants.services import api_keys
+
+
+class ApiKeyAddForm(forms.ModelForm):  # type: ignore[type-arg]
+    """The add form: refuses a user the signed-in creator may not create a key for."""
+
+    request: HttpRequest  # set by ApiKeyAdmin.get_form
+
+    class Meta:
+        model = ApiKey
+        fields = ("user", "name")
+
+    def clean_user(self) -> Any:
+        user = self.cleaned_data["user"]
+        refusal = api_keys.creation_refusal(self.request.user, user)
+        if refusal is not None:
+            raise forms.ValidationError(refusal, code="forbidden")
+        return user
 
 
 @admin.register(ApiKey)
@@ -48,11 +72,31 @@ class ApiKeyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             return []
         return ["user", "key_prefix", "created_at", "last_used_at", "revoked_at"]
 
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        if obj is None:
+            kwargs["form"] = type("ApiKeyAddForm", (ApiKeyAddForm,), {"request": request})
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        # Most people create keys for themselves (and may only do that without the permission
+        # to create them for others).
+        return {"user": request.user.pk, **super().get_changeform_initial_data(request)}
+
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
-        if not change:
-            # The key exists only in this response: only its hash is stored.
-            request._nitro_new_api_key = obj.set_new_key()  # type: ignore[attr-defined]
-        super().save_model(request, obj, form, change)
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        # The key exists only in this response: only its hash is stored.
+        secret = api_keys.issue_api_key(obj, actor=request.user)
+        request._nitro_new_api_key = secret  # type: ignore[attr-defined]
+
+    def delete_model(self, request: HttpRequest, obj: ApiKey) -> None:
+        api_keys.delete_api_keys([obj], actor=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        api_keys.delete_api_keys(queryset, actor=request.user)
 
     def response_add(
         self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None
@@ -73,7 +117,7 @@ class ApiKeyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.action(description=_("Revoke selected API keys"), permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        count = api_keys.revoke_api_keys(queryset, actor=request.user)
         self.message_user(
             request,
             ngettext("%(count)d API key revoked.", "%(count)d API keys revoked.", count)

@@ -13,9 +13,14 @@ from nitro_assistants.models.threads import Run, Thread
 
 
 class Event(models.Model):
-    """Append-only audit log: a row is written once and never changed or deleted on its own."""
+    """Append-only audit log: a row is written once and never changed or deleted on its own.
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="events")
+    Most events are about a thread. Those about no thread (an API key created or revoked) have
+    ``thread`` empty and say what they are about in ``data``."""
+
+    thread = models.ForeignKey(
+        Thread, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
     review = models.ForeignKey(
         Review, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
     )

@@ -42,6 +42,9 @@ class ApiKey(models.Model):
         verbose_name = _("API key")
         verbose_name_plural = _("API keys")
         ordering = ["-created_at"]
+        # ``add_apikey`` creates keys for oneself; a key acts as its user, so creating one for
+        # somebody else is a permission of its own (superusers have it).
+        permissions = [("add_apikey_for_others", _("Can add API keys for other users"))]
 
     def __str__(self) -> str:
         return f"{self.name} ({API_KEY_PREFIX}{self.prefix}…)"
@@ -59,7 +62,9 @@ class ApiKey(models.Model):
 
     @classmethod
     def generate(cls, user: Any, name: str) -> tuple[ApiKey, str]:
-        """Create a key for ``user``; returns the row and the key, which is never shown again."""
+        """Create a key for ``user``; returns the row and the key, which is never shown again.
+        Writes no audit event and checks nobody's permission: people creating keys go through
+        :func:`nitro_assistants.services.api_keys.create_api_key`."""
         key = cls(user=user, name=name)
         secret = key.set_new_key()
         key.save()

@@ -35,7 +35,7 @@ def events_batched() -> Iterator[None]:
 
 
 def record_event(
-    thread: Thread,
+    thread: Thread | None,
     verb: str,
     *,
     review: Review | None = None,

@@ -1,7 +1,9 @@
 """One permission matrix over every admin view of the app and every endpoint of the decide API,
 for every kind of caller: anonymous, staff without any permission, staff with the ``view_*``
 permissions only ("looker"), a reviewer (``view_*`` + ``nitro_assistants.decide_review``), a
-superuser, and the non-staff user who opened the session (signed in, or by API key).
+superuser, the non-staff user who opened the session (signed in, or by API key), and two keepers
+of API keys: one with the ``*_apikey`` permissions (their own keys only) and one with
+``add_apikey_for_others`` too.
 
 The admin views are enumerated from ``admin.site._registry`` (each ``ModelAdmin``'s
 ``get_urls()``, the custom ones included) and the API endpoints from
@@ -51,7 +53,10 @@ ANONYMOUS, NOBODY, LOOKER, REVIEWER, SUPERUSER = (
     "superuser",
 )
 OPENER, OPENER_KEY = "opener_session", "opener_key"
-ROLES = [ANONYMOUS, NOBODY, LOOKER, REVIEWER, SUPERUSER, OPENER, OPENER_KEY]
+KEYS, KEYS_FOR_OTHERS = "key_keeper", "key_keeper_for_others"
+ROLES = [ANONYMOUS, NOBODY, LOOKER, REVIEWER, SUPERUSER, OPENER, OPENER_KEY, KEYS, KEYS_FOR_OTHERS]
+KEY_KEEPERS = {SUPERUSER, KEYS, KEYS_FOR_OTHERS}  # list, change, revoke and delete keys
+KEY_PERMISSIONS = ["view_apikey", "add_apikey", "change_apikey", "delete_apikey"]
 OUTSIDERS = {ANONYMOUS, OPENER, OPENER_KEY}  # not staff: the admin sends them to its login
 DECIDERS = {REVIEWER, SUPERUSER}  # may decide reviews in the admin
 
@@ -132,7 +137,12 @@ def user_for(role: str, world: World) -> User | None:
     if role == SUPERUSER:
         return User.objects.create_superuser("root", password=None)
     user = User.objects.create_user(role, is_staff=True)
-    codenames = {LOOKER: VIEW_PERMISSIONS, REVIEWER: [*VIEW_PERMISSIONS, "decide_review"]}
+    codenames = {
+        LOOKER: VIEW_PERMISSIONS,
+        REVIEWER: [*VIEW_PERMISSIONS, "decide_review"],
+        KEYS: KEY_PERMISSIONS,
+        KEYS_FOR_OTHERS: [*KEY_PERMISSIONS, "add_apikey_for_others"],
+    }
     user.user_permissions.set(
         Permission.objects.filter(content_type__app_label=APP, codename__in=codenames.get(role, []))
     )
@@ -162,9 +172,13 @@ def admin_expect(
     reviewer: int | None = None,
     superuser: int | None = None,
     nobody: int = 403,
+    keys: int | None = None,
 ) -> dict[str, int | str]:
+    """``keys``: what both key keepers get (by default what staff without permissions get: the
+    app's other views are not theirs)."""
     reviewer = looker if reviewer is None else reviewer
     superuser = reviewer if superuser is None else superuser
+    keys = nobody if keys is None else keys
     return {
         ANONYMOUS: LOGIN,
         OPENER: LOGIN,
@@ -173,7 +187,15 @@ def admin_expect(
         LOOKER: looker,
         REVIEWER: reviewer,
         SUPERUSER: superuser,
+        KEYS: keys,
+        KEYS_FOR_OTHERS: keys,
     }
+
+
+def keys_expect(keepers: int, others: int = 403) -> dict[str, int | str]:
+    """An API key view: ``keepers`` for superusers and both key keepers, ``others`` for staff
+    without the key permissions."""
+    return admin_expect(others, superuser=keepers, keys=keepers)
 
 
 READ_ONLY_MODELS = ["thread", "run", "review", "decision", "delivery", "event"]
@@ -227,27 +249,31 @@ def admin_cases() -> list[Case]:
              admin_expect(403, 302), {"action": "sync_selected", "_selected_action": ["{thread}"]},
              check="synced_by_deciders"),
     ]  # fmt: skip
-    # API keys: a plain ModelAdmin that only superusers (or holders of its own permissions) use.
+    # API keys: a plain ModelAdmin for superusers and holders of its own permissions. Creating a
+    # key for somebody else (the opener) needs ``add_apikey_for_others``; one's own, ``add_apikey``.
     keys = f"{ADMIN}/apikey"
     key = f"{keys}/{{apikey}}"
+    for_opener = admin_expect(403, superuser=200, keys=200)  # 200: the key page, or the refusal
     cases += [
-        Case("apikey:changelist", "", "GET", f"{keys}/", admin_expect(403, superuser=200)),
-        Case("apikey:add", "add/", "GET", f"{keys}/add/", admin_expect(403, superuser=200)),
-        Case("apikey:add-post", "add/", "POST", f"{keys}/add/", admin_expect(403, superuser=200),
-             {"user": "{opener}", "name": "New key"}, check="key_created_by_superuser"),
+        Case("apikey:changelist", "", "GET", f"{keys}/", keys_expect(200)),
+        Case("apikey:add", "add/", "GET", f"{keys}/add/", keys_expect(200)),
+        Case("apikey:add-post", "add/", "POST", f"{keys}/add/", for_opener,
+             {"user": "{opener}", "name": "New key"}, check="key_created_for_the_opener"),
+        Case("apikey:add-post-own", "add/", "POST", f"{keys}/add/", keys_expect(200),
+             {"user": "{caller}", "name": "New key"}, check="own_key_created"),
         Case("apikey:history", "<path:object_id>/history/", "GET", f"{key}/history/",
-             admin_expect(403, superuser=200)),
+             keys_expect(200)),
         Case("apikey:change", "<path:object_id>/change/", "GET", f"{key}/change/",
-             admin_expect(403, superuser=200)),
+             keys_expect(200)),
         Case("apikey:change-post", "<path:object_id>/change/", "POST", f"{key}/change/",
-             admin_expect(403, superuser=302), {"name": "Renamed"}),
-        Case("apikey:revoke", "", "POST", f"{keys}/", admin_expect(403, superuser=302),
+             keys_expect(302), {"name": "Renamed"}),
+        Case("apikey:revoke", "", "POST", f"{keys}/", keys_expect(302),
              {"action": "revoke", "_selected_action": ["{apikey}"]},
-             check="revoked_by_superuser"),
+             check="revoked_by_key_keepers"),
         Case("apikey:delete", "<path:object_id>/delete/", "GET", f"{key}/delete/",
-             admin_expect(403, superuser=200)),
+             keys_expect(200)),
         Case("apikey:delete-post", "<path:object_id>/delete/", "POST", f"{key}/delete/",
-             admin_expect(403, superuser=302), {"post": "yes"}),
+             keys_expect(302), {"post": "yes"}, check="deleted_by_key_keepers"),
         Case("apikey:object", "<path:object_id>/", "GET", f"{key}/",
              admin_expect(302, nobody=302)),
     ]  # fmt: skip
@@ -265,6 +291,8 @@ def api_expect(
         REVIEWER: readers,
         SUPERUSER: readers,
         NOBODY: others,
+        KEYS: others,  # no view_review: a key keeper reads no session of someone else
+        KEYS_FOR_OTHERS: others,
     }
 
 
@@ -295,24 +323,32 @@ CASES = admin_cases() + api_cases()
 # -- doing a cell -----------------------------------------------------------------------------
 
 
-def fill(value: Any, world: World) -> Any:
+def fill(value: Any, world: World, caller: User | None = None) -> Any:
     names = {
         **{model: str(pk) for model, pk in world.pks.items()},
         "session": str(world.thread.thread_id),
         "opener": str(world.opener.pk),
+        "caller": str(caller.pk) if caller is not None else "",
     }
     if isinstance(value, str):
         return value.format(**names)
     if isinstance(value, list):
-        return [fill(item, world) for item in value]
+        return [fill(item, world, caller) for item in value]
     return value
 
 
-def request(case: Case, client: Client, headers: dict[str, str], world: World) -> Any:
+def request(
+    case: Case,
+    client: Client,
+    headers: dict[str, str],
+    world: World,
+    caller: User | None = None,
+) -> Any:
+    """Do ``case`` with ``client``; ``caller`` is who it signed in as (``{caller}`` in data)."""
     path = fill(case.path, world)
     if case.method == "GET":
         return client.get(path, **headers)
-    data = {key: fill(value, world) for key, value in (case.data or {}).items()}
+    data = {key: fill(value, world, caller) for key, value in (case.data or {}).items()}
     if case.api:
         if data.pop("{revision}", None) is not None:
             data = {"revision": world.question.revision, "digest": world.question.digest, **data}
@@ -331,7 +367,9 @@ def outcome(response: Any) -> int | str:
 API_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
 
 
-def check_outcome(case: Case, role: str, response: Any, world: World) -> None:
+def check_outcome(
+    case: Case, role: str, response: Any, world: World, caller: User | None = None
+) -> None:
     expected = case.expect[role]
     if case.api and isinstance(expected, int) and expected >= 400:
         assert_error(response, expected, API_CODES[expected])
@@ -347,12 +385,25 @@ def check_outcome(case: Case, role: str, response: Any, world: World) -> None:
         world.tool_review.thread.refresh_from_db()
         synced = world.tool_review.thread.synced_at is not None
         assert synced == (role in DECIDERS), (case.name, role, synced)
-    elif case.check == "key_created_by_superuser":
-        created = ApiKey.objects.filter(name="New key").exists()
-        assert created == (role == SUPERUSER), (case.name, role, created)
-    elif case.check == "revoked_by_superuser":
+    elif case.check == "key_created_for_the_opener":
+        created = ApiKey.objects.filter(name="New key", user=world.opener).exists()
+        assert created == (role in {SUPERUSER, KEYS_FOR_OTHERS}), (case.name, role, created)
+        audited = Event.objects.filter(verb="api_key_created", data__name="New key").exists()
+        assert audited == created, (case.name, role, audited)
+    elif case.check == "own_key_created":
+        created = ApiKey.objects.filter(name="New key", user=caller).exists()
+        assert created == (role in KEY_KEEPERS), (case.name, role, created)
+    elif case.check == "revoked_by_key_keepers":
         world.api_key.refresh_from_db()
-        assert (world.api_key.revoked_at is not None) == (role == SUPERUSER)
+        revoked = world.api_key.revoked_at is not None
+        assert revoked == (role in KEY_KEEPERS), (case.name, role, revoked)
+        audited = Event.objects.filter(verb="api_key_revoked", data__apiKey=world.api_key.pk)
+        assert audited.exists() == revoked, (case.name, role)
+    elif case.check == "deleted_by_key_keepers":
+        deleted = not ApiKey.objects.filter(pk=world.api_key.pk).exists()
+        assert deleted == (role in KEY_KEEPERS), (case.name, role, deleted)
+        audited = Event.objects.filter(verb="api_key_deleted", data__apiKey=world.api_key.pk)
+        assert audited.exists() == deleted, (case.name, role)
     elif case.check == "not_deleted":
         model = apps.get_model(APP, case.name.partition(":")[0])
         assert model.objects.filter(pk=world.pks[model._meta.model_name]).exists(), case.name
@@ -382,11 +433,11 @@ def observe(case: Case, world: World, users: dict[str, User | None]) -> dict[str
             if user is not None:
                 client.force_login(user)
             headers = {"HTTP_AUTHORIZATION": f"Bearer {world.key}"} if role == OPENER_KEY else {}
-            response = request(case, client, headers, world)
+            response = request(case, client, headers, world, user)
             row[role] = outcome(response)
             if row[role] == case.expect[role]:
                 try:
-                    check_outcome(case, role, response, world)
+                    check_outcome(case, role, response, world, user)
                 except AssertionError as error:
                     row[role] = f"{row[role]} but {error}"
         finally:
