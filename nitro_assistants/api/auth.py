@@ -34,8 +34,9 @@ def key_from_header(header: str) -> ApiKey:
     prefix = secret.removeprefix(API_KEY_PREFIX).partition("_")[0]
     key = (
         ApiKey.objects.select_related("user").filter(prefix=prefix).first()
-        # A NUL cannot even be looked up (PostgreSQL refuses it): no key has one.
-        if secret.startswith(API_KEY_PREFIX) and prefix and unstorable_reason(prefix) is None
+        # A NUL cannot even be looked up (PostgreSQL refuses it), nor a lone surrogate hashed:
+        # no key holds either.
+        if secret.startswith(API_KEY_PREFIX) and prefix and unstorable_reason(secret) is None
         else None
     )
     if key is None or not key.matches(secret):

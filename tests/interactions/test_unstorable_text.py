@@ -123,11 +123,21 @@ def test_a_nul_in_the_session_id_of_the_path_is_a_400(api: Api, interaction: Any
     assert error["details"]["retryable"] is False
 
 
-def test_a_nul_in_the_api_key_is_a_401(api: Api, interaction: Any) -> None:
+@pytest.mark.parametrize("where", ["prefix", "secret"])
+@pytest.mark.parametrize("bad", [NUL, SURROGATE], ids=["nul", "surrogate"])
+def test_a_nul_or_a_surrogate_in_the_api_key_is_a_401(
+    api: Api, interaction: Any, key: str, where: str, bad: str
+) -> None:
+    """In the prefix the lookup met it, in the rest of a real key's prefix the hash did."""
     review = interaction("question", QUESTIONS)
+    prefix, _, rest = key.removeprefix("nak_").partition("_")
+    if where == "prefix":
+        prefix = prefix[:3] + bad + prefix[3:]
+    else:
+        rest = rest[:3] + bad + rest[3:]
     response = api.client.get(
         f"/nitro/api/sessions/{review.thread.thread_id}/interactions",
-        HTTP_AUTHORIZATION="Bearer nak_ab\x00cd_secret",
+        HTTP_AUTHORIZATION=f"Bearer nak_{prefix}_{rest}",
     )
     assert_error(response, 401, "unauthorized")
 
