@@ -38,7 +38,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the package's facade", (PACKAGE,)),
     (
         "models",
-        ("nitro_assistants.models", "nitro_assistants.signals", "nitro_assistants.conf"),
+        (
+            "nitro_assistants.models",
+            "nitro_assistants.signals",
+            "nitro_assistants.conf",
+            # What the database cannot store (NUL, lone surrogates): for the admin and the API.
+            "nitro_assistants.validators",
+        ),
     ),
     ("agent", ("nitro_assistants.agent",)),
     ("rules", ("nitro_assistants.rules", "nitro_assistants.operations")),
