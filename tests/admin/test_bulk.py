@@ -121,6 +121,21 @@ def test_bulk_approve_asks_for_confirmation_listing_what_each_approves(
     assert "2 reviews approved." in texts(done)
 
 
+def test_the_approve_confirmation_carries_what_the_queue_showed(reviewer_client: Client) -> None:
+    """The queue posts each ticked row's revision and digest; the confirmation page posts them
+    on, so the decision is still checked against what the queue showed."""
+    review = make_tool_review()
+    stamp = f"{review.revision}:{review.digest}"
+    data = {
+        "action": "approve_selected",
+        "_selected_action": [review.pk],
+        f"nitro-shown-{review.pk}": stamp,
+    }
+    page = reviewer_client.post(QUEUE, data).content.decode()
+    assert f'<input type="hidden" name="nitro-shown-{review.pk}" value="{stamp}">' in page
+    assert not Decision.objects.exists()
+
+
 def test_bulk_approve_across_every_page_of_the_filter(reviewer_client: Client) -> None:
     reviews = [make_tool_review() for _ in range(3)]
     data = {
