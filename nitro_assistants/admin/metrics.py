@@ -24,9 +24,10 @@ from django.db.models import (
 from django.db.models.functions import RowNumber, TruncDate
 from django.utils import timezone
 
+from nitro_assistants import rules
 from nitro_assistants.models import Decision, Delivery, Review
 
-ACTIONS = ("approve", "edit", "reject", "respond")
+ACTIONS = rules.TOOL_CALL_ACTIONS
 COLORS = {
     "approve": "#417690",
     "edit": "#79aec8",

@@ -18,10 +18,11 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
+from nitro_assistants.client.results import REPLY_ACTION
 from nitro_assistants.exceptions import InvalidArgumentError
+from nitro_assistants.rules import REPLY_ACTIONS as REPLY_DECISIONS
 
-REPLY = "__reply__"
-REPLY_DECISIONS = ("approve", "edit", "reject")
+REPLY = REPLY_ACTION
 
 
 def message_text(message: BaseMessage) -> str:
