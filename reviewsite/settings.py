@@ -28,6 +28,8 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # WhiteNoise serves the static files under runserver too, as it does under gunicorn.
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "nitro_assistants",
     "reviewsite.apps.ReviewSiteConfig",
@@ -35,6 +37,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The admin's CSS and JS, from STATIC_ROOT (collectstatic), whatever DEBUG is: the demo
+    # (runserver) and production (gunicorn) serve them the same way.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -74,6 +79,13 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=VAR_DIR / "static")
+# collectstatic writes hashed, compressed copies that WhiteNoise serves with far-future cache
+# headers; without DEBUG the pages need that manifest, so collectstatic is part of every start
+# (scripts/demo.sh, the Dockerfile).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 # Celery: a broker makes tasks go to workers; none runs them eagerly in-process (demo default).
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=env.str("REDIS_URL", default=""))

@@ -26,6 +26,8 @@ export DJANGO_SETTINGS_MODULE=reviewsite.settings
 export DATABASE_URL=${DATABASE_URL:-sqlite:///$VAR/db.sqlite3}
 export ASSISTANTS_URL="http://127.0.0.1:$LG_PORT"
 export DEMO_OUTBOX="$VAR/outbox.jsonl"
+# collectstatic writes here and WhiteNoise serves it, whatever DEBUG is (as under gunicorn).
+export STATIC_ROOT="$VAR/static"
 export LANGGRAPH_CLI_NO_ANALYTICS=1 LANGSMITH_TRACING=false LANGGRAPH_NO_VERSION_CHECK=true
 
 PIDS=()
@@ -52,8 +54,9 @@ for i in $(seq 1 120); do
   sleep 0.5
 done
 
-echo "==> migrating and seeding"
+echo "==> migrating, collecting the static files and seeding"
 "$PY" manage.py migrate --noinput -v 0
+"$PY" manage.py collectstatic --noinput -v 0
 "$PY" manage.py seed_demo --password="${DEMO_PASSWORD:-}" | tee "$VAR/seed.txt"
 LOGIN=$(grep '^login:' "$VAR/seed.txt" | cut -d' ' -f2-)
 USERNAME=${LOGIN%% / *}
