@@ -10,6 +10,7 @@ import datetime
 import re
 import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -167,6 +168,13 @@ def shown_decision(decision: Decision, review: Review) -> list[dict[str, Any]]:
         }
         for item in decision.tool_calls or []
     ]
+
+
+def _linkable(link: str) -> str:
+    """An operation's link, if it is one a browser should follow (http(s) or a path on this
+    site); anything else (``javascript:``...) is shown as text, not as a link."""
+    scheme = urlsplit(link).scheme.lower()
+    return link if scheme in ("http", "https") or (not scheme and link.startswith("/")) else ""
 
 
 @admin.register(Review)
@@ -449,6 +457,12 @@ class ReviewAdmin(ReadOnlyAdmin):
             "decision": decision,
             "decided_items": shown_decision(decision, review) if decision else [],
             "superseded": superseded,
+            # What an approved plan's steps did, as they run (their operations' results).
+            "step_results": [
+                {"step": step, "href": _linkable(step.link)} for step in review.step_results.all()
+            ]
+            if review.kind == Review.Kind.PLAN
+            else [],
             "current": current,
             "current_summary": held_summary(current) if current else "",
             "current_url": self.review_url(current) if current else "",

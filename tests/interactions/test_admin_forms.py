@@ -3,11 +3,13 @@ goes through ``services.decide`` like the API does."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from django.test import Client
 
+from nitro_assistants import operations
 from nitro_assistants.models import Decision, Review
 from tests.interactions.conftest import BLUEPRINT, DAY_FIELD, QUESTIONS, plan, step
 
@@ -121,3 +123,35 @@ def test_a_decided_interaction_shows_what_was_delivered(
     assert "Submit decision" not in page
     assert "&quot;decision&quot;: &quot;accept&quot;" in page
     assert "&quot;decidedBy&quot;: &quot;admin&quot;" in page
+
+
+def test_an_approved_plan_shows_each_steps_result_on_its_review_screen(
+    admin_client: Client,
+    interaction: Any,
+    registered_operations: Any,
+    run_tasks_inline: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    @operations.operation("test.script_link")
+    def script_link(input: dict[str, Any], user: Any) -> dict[str, Any]:
+        return {"message": "linked", "link": "javascript:alert(1)"}
+
+    try:
+        review = interaction(
+            "plan", plan(step("s1"), step("s2", action="test.fail"), step("s3", "test.script_link"))
+        )
+        with django_capture_on_commit_callbacks(execute=True):
+            post(admin_client, review, {"interaction-decision": "approve"})
+    finally:
+        operations.unregister("test.script_link")
+    page = admin_client.get(screen(review)).content.decode()
+    table = page[page.index('class="module nitro-step-results"') :]
+    rows = re.findall(r'<tr class="nitro-step-(\w+)">(.*?)</tr>', table, re.S)
+    assert [status for status, _ in rows] == ["completed", "failed", "completed"]
+    assert (
+        "done" in rows[0][1] and '<a href="https://crm.example/42">appointment 42</a>' in rows[0][1]
+    )
+    assert "CRM refused the change" in rows[1][1]
+    # A link an operation returns is followed only if it is http(s) or a path on this site.
+    assert "linked" in rows[2][1] and "<a " not in rows[2][1]
+    assert "javascript:alert(1)" in rows[2][1]
