@@ -9,4 +9,6 @@ class ReviewSiteConfig(AppConfig):
     verbose_name = "Review site (example)"
 
     def ready(self) -> None:
-        from reviewsite import receivers  # noqa: F401  (connects the example receivers)
+        # Connects the example receivers and registers the demo plan's operations (the Celery
+        # worker runs this too, so it knows them).
+        from reviewsite import operations, receivers  # noqa: F401

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
-from django.conf import settings
+from django.contrib import admin
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+
+from reviewsite import outbox as sms
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -16,14 +16,5 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @staff_member_required
 def outbox(request: HttpRequest) -> HttpResponse:
-    messages = []
-    try:
-        with open(settings.DEMO_OUTBOX, encoding="utf-8") as lines:
-            for line in lines:
-                try:
-                    messages.append(json.loads(line))
-                except ValueError:
-                    continue
-    except FileNotFoundError:
-        pass
-    return render(request, "reviewsite/outbox.html", {"messages_sent": messages[::-1]})
+    context = {**admin.site.each_context(request), "title": "SMS outbox"}
+    return render(request, "reviewsite/outbox.html", {**context, "messages_sent": sms.sent()[::-1]})

@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from reviewsite.models import Appointment
+
+
+@admin.register(Appointment)
+class AppointmentAdmin(admin.ModelAdmin):
+    list_display = ["id", "customer", "day", "time", "technician", "updated_at"]
+    readonly_fields = ["updated_at"]
