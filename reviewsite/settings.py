@@ -67,7 +67,14 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The demo with a broker has the site, the seed and a Celery worker writing at once: WAL lets
+    # readers and a writer overlap, and IMMEDIATE transactions wait for the write lock up front
+    # (up to the timeout) instead of failing with "database is locked" halfway through.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"transaction_mode": "IMMEDIATE", "timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
+    )
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Celery closes the connection around every task: pooled, a task does not open a new one.
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": 24}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

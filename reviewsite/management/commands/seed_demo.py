@@ -1,18 +1,37 @@
-"""Seed the demo: an admin login and conversations waiting on each kind of review."""
+"""Seed the demo: an admin login, the appointment the conversations are about, and conversations
+waiting on each kind of review.
+
+Runs go through Celery: eagerly in this process without a broker, or on the demo's worker with
+one. Either way the command waits until each conversation has settled (its review is there, the
+approved replies delivered or failed), so what it prints is what the admin shows.
+"""
 
 from __future__ import annotations
 
 import json
 import secrets
+import time
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from nitro_assistants import services
-from nitro_assistants.models import Review, Thread
+from nitro_assistants.models import Delivery, Review, Run, Thread
+from reviewsite.models import Appointment
 
 ASSISTANT = "virtual-confirmation"
+# The demo assistant's tools and plan name appointment 42 (nitro_assistants.agent.testing).
+APPOINTMENT = {
+    "pk": 42,
+    "customer": "Dana Whitfield",
+    "phone": "+1 555 0100",
+    "technician": "Sam Ortiz",
+    "technician_phone": "+1 555 0199",
+    "day": "Monday",
+    "time": "09:00",
+}
 QUESTION = {
     "kind": "question",
     "title": "Which day suits the customer?",
@@ -42,7 +61,7 @@ PLAN = {
                 "stepId": "reschedule",
                 "title": "Reschedule appointment 42",
                 "action": "crm.reschedule",
-                "input": {"appointment_id": 42, "day": "Tuesday"},
+                "input": {"appointment_id": 42, "day": "Tuesday", "time": "10:00"},
                 "fields": [{"name": "day", "label": "Day", "widget": "text", "required": True}],
             },
             {
@@ -50,11 +69,25 @@ PLAN = {
                 "title": "Notify the technician",
                 "action": "crm.notify",
                 "optional": True,
+                "input": {"appointment_id": 42},
                 "dependsOn": ["reschedule"],
             },
         ]
     },
 }
+
+
+def wait_for(what: str, settled: Callable[[], bool], timeout: float) -> None:
+    """Return once ``settled()`` holds; a worker that does not get there in ``timeout`` seconds
+    is an error that says what did not happen."""
+    deadline = time.monotonic() + timeout
+    while not settled():
+        if time.monotonic() > deadline:
+            raise CommandError(
+                f"{what} did not happen in {timeout:.0f}s: is the Celery worker running? "
+                "(the demo's logs are in var/demo/)"
+            )
+        time.sleep(0.2)
 
 
 class Command(BaseCommand):
@@ -63,34 +96,68 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--username", default="admin")
         parser.add_argument("--password", default="")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=120.0,
+            help="Seconds to wait for the runs to settle (with a broker, on the worker).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         User = get_user_model()
         password = options["password"] or secrets.token_urlsafe(9)
+        timeout = options["timeout"]
         admin, _ = User.objects.get_or_create(
             username=options["username"], defaults={"email": "admin@example.com"}
         )
         admin.is_staff = admin.is_superuser = True
         admin.set_password(password)
         admin.save()
+        fields = dict(APPOINTMENT)
+        Appointment.objects.update_or_create(pk=fields.pop("pk"), defaults=fields)
 
-        def converse(text: str) -> Thread:
-            run = services.start_run(ASSISTANT, [{"role": "user", "content": text}], user=admin)
-            return Thread.objects.get(pk=run.thread_id)
+        def converse(text: str) -> Run:
+            return services.start_run(ASSISTANT, [{"role": "user", "content": text}], user=admin)
 
-        converse("Can I move my appointment to Tuesday?")
-        converse("reply: Thanks for confirming! See you Monday at 9am.")
-        converse("ask: " + json.dumps(QUESTION))
-        converse("ask: " + json.dumps(PLAN))
-
+        runs = [
+            converse("Can I move my appointment to Tuesday?"),
+            converse("reply: Thanks for confirming! See you Monday at 9am."),
+            converse("ask: " + json.dumps(QUESTION)),
+            converse("ask: " + json.dumps(PLAN)),
+        ]
         # One conversation settled and delivered, one whose delivery failed.
-        for text in ("reply: You're all set for Wednesday at 2pm.", "reply: Reminder FAIL test"):
-            thread = converse(text)
+        settling = [
+            converse("reply: You're all set for Wednesday at 2pm."),
+            converse("reply: Reminder FAIL test"),
+        ]
+        pks = [run.pk for run in runs + settling]
+        wait_for(
+            f"the {len(pks)} seeded runs finishing",
+            lambda: not Run.objects.filter(pk__in=pks).exclude(status__in=Run.FINISHED).exists(),
+            timeout,
+        )
+        threads = [run.thread_id for run in settling]
+        for thread in Thread.objects.filter(pk__in=threads):
             review = Review.objects.filter(thread=thread, status=Review.Status.PENDING).first()
-            if review is not None and review.kind == Review.Kind.REPLY:
-                services.decide(review, admin, {"reply": {"action": "approve"}})
+            if review is None or review.kind != Review.Kind.REPLY:
+                raise CommandError(f"thread {thread.pk} does not wait on its reply")
+            services.decide(review, admin, {"reply": {"action": "approve"}})
+        wait_for(
+            "the approved replies' deliveries settling",
+            lambda: (
+                Delivery.objects.filter(thread__in=threads)
+                .exclude(status=Delivery.Status.PENDING)
+                .values("thread")
+                .distinct()
+                .count()
+                == len(threads)
+            ),
+            timeout,
+        )
 
         pending = Review.objects.filter(status=Review.Status.PENDING)
         kinds = sorted(pending.values_list("kind", flat=True))
+        outcomes = sorted(Delivery.objects.values_list("status", flat=True))
         self.stdout.write(f"seeded: {len(kinds)} pending reviews ({', '.join(kinds)})")
+        self.stdout.write(f"deliveries: {', '.join(outcomes)}")
         self.stdout.write(f"login: {admin.get_username()} / {password}")
