@@ -2,8 +2,11 @@
 # The demo: sets up the venv, then runs the example site (reviewsite) against a real local
 # Assistants server (langgraph dev with the demo assistant), seeds conversations that wait on each
 # kind of review, and prints the admin URL and login. Ctrl-C stops everything.
-#   --check   do it all headless, check the admin shows the seeded reviews, decide one, exit 0.
+#   --check   do it all headless, then check in a real browser (chromium) that every admin page
+#             the demo links renders with its stylesheet, decide a tool call and approve the plan.
 # Without CELERY_BROKER_URL/REDIS_URL tasks run eagerly in the site; with one, a worker starts too.
+# The variables it reads (WEB_PORT, LG_PORT, DEMO_PASSWORD, DATABASE_URL, CELERY_BROKER_URL,
+# DEBUG) are in the README's table next to `make demo`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$(pwd)
@@ -54,20 +57,23 @@ for i in $(seq 1 120); do
   sleep 0.5
 done
 
-echo "==> migrating, collecting the static files and seeding"
+echo "==> migrating and collecting the static files"
 "$PY" manage.py migrate --noinput -v 0
 "$PY" manage.py collectstatic --noinput -v 0
-"$PY" manage.py seed_demo --password="${DEMO_PASSWORD:-}" | tee "$VAR/seed.txt"
-LOGIN=$(grep '^login:' "$VAR/seed.txt" | cut -d' ' -f2-)
-USERNAME=${LOGIN%% / *}
-PASSWORD=${LOGIN##* / }
 
+# The worker starts before the seed: the seeded runs are its tasks, and the seed waits for them.
 if [ -n "${CELERY_BROKER_URL:-${REDIS_URL:-}}" ]; then
   echo "==> starting a Celery worker and beat"
   setsid "$ROOT/.venv/bin/celery" -A reviewsite worker -B -s "$VAR/celerybeat-schedule" -l warning \
     > "$VAR/worker.log" 2>&1 &
   PIDS+=($!)
 fi
+
+echo "==> seeding"
+"$PY" manage.py seed_demo --password="${DEMO_PASSWORD:-}" | tee "$VAR/seed.txt"
+LOGIN=$(grep '^login:' "$VAR/seed.txt" | cut -d' ' -f2-)
+USERNAME=${LOGIN%% / *}
+PASSWORD=${LOGIN##* / }
 
 echo "==> starting the site on port $WEB_PORT"
 setsid "$PY" manage.py runserver "127.0.0.1:$WEB_PORT" --noreload > "$VAR/web.log" 2>&1 &
@@ -88,7 +94,8 @@ cat <<TXT
 TXT
 
 if [ "$CHECK" = 1 ]; then
-  "$PY" manage.py demo_check --url "http://127.0.0.1:$WEB_PORT" --username="$USERNAME" --password="$PASSWORD"
+  "$PY" manage.py demo_check --url "http://127.0.0.1:$WEB_PORT" --username="$USERNAME" \
+    --password="$PASSWORD" --screenshots "$VAR/screenshots"
   exit $?
 fi
 echo "Press Ctrl-C to stop."
