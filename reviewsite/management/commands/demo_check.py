@@ -1,82 +1,259 @@
-"""Headless check of a running demo: log in, see the seeded reviews in the admin, decide one."""
+"""Check a running demo as a person would see it: in a real browser (Playwright driving Debian's
+chromium), log in, open every admin page the demo links, and on each one require a 200, the
+admin's stylesheet applied, every static file loaded and no script error; then decide the held
+tool call and approve the plan through their review screens and see what came of them.
+
+The database is read only before the browser starts and after it closes (Playwright's sync API
+runs an event loop in this thread, where Django refuses ORM calls); in between, the check waits
+on what the pages show.
+"""
 
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-import requests
 from django.core.management.base import BaseCommand, CommandError
+from playwright.sync_api import Page, Response, sync_playwright
 
-from nitro_assistants.models import Delivery, Review
+from nitro_assistants.models import Delivery, Review, StepResult, Thread
+from reviewsite import outbox
+from reviewsite.models import Appointment
+
+CHROMIUM = "/usr/bin/chromium"
+
+# Unstyled, a page's header has a transparent background; the admin's base.css paints it.
+STYLED = """() => {
+  const sheets = [...document.styleSheets].filter(s => s.href && /\\/admin\\/css\\/base[.\\w]*\\.css$/.test(s.href));
+  // A sheet that did not load has no readable rules (reading them throws).
+  const count = s => { try { return s.cssRules.length; } catch (e) { return 0; } };
+  const rules = sheets.reduce((n, s) => n + count(s), 0);
+  const header = document.querySelector("#header");
+  return {rules, header: header ? getComputedStyle(header).backgroundColor : null};
+}"""
+UNSTYLED = {None, "rgba(0, 0, 0, 0)", "transparent"}
 
 
 class Command(BaseCommand):
-    help = "Check a running demo site end to end (used by `make demo CHECK=1` and the tests)."
+    help = (
+        "Check a running demo site in a real browser (used by `make demo CHECK=1` and the tests)."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--url", required=True)
         parser.add_argument("--username", required=True)
         parser.add_argument("--password", required=True)
+        parser.add_argument("--screenshots", default="", help="Directory to save each page to.")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=60.0,
+            help="Seconds to wait for a decision's outcome (with a broker, from the worker).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        base = options["url"].rstrip("/")
-        web = requests.Session()
-        login = web.get(f"{base}/admin/login/", timeout=30)
-        token = web.cookies.get("csrftoken") or ""
-        answer = web.post(
-            f"{base}/admin/login/?next=/admin/",
-            data={
-                "csrfmiddlewaretoken": token,
-                "username": options["username"],
-                "password": options["password"],
-            },
-            headers={"Referer": login.url},
-            timeout=30,
-        )
-        if answer.url.rstrip("/").endswith("/admin/login") or "logout" not in answer.text:
-            raise CommandError("could not log in to the admin")
+        self.base = options["url"].rstrip("/")
+        self.timeout = options["timeout"]
+        self.shots = Path(options["screenshots"]) if options["screenshots"] else None
+        if self.shots:
+            self.shots.mkdir(parents=True, exist_ok=True)
 
-        pending = list(Review.objects.filter(status=Review.Status.PENDING).order_by("pk"))
-        kinds = {review.kind for review in pending}
-        if not {"tool_calls", "reply"} <= kinds:
-            raise CommandError(f"the seed should leave tool-call and reply reviews; found {kinds}")
-        queue = web.get(f"{base}/admin/nitro_assistants/review/", timeout=30)
-        if queue.status_code != 200:
-            raise CommandError(f"the review queue answered {queue.status_code}")
-        listed = {int(pk) for pk in re.findall(r"/review/(\d+)/", queue.text)}
-        missing = [review.pk for review in pending if review.pk not in listed]
-        if missing:
-            raise CommandError(f"the review queue does not show reviews {missing}")
+        pending = {r.kind: r for r in Review.objects.filter(status=Review.Status.PENDING)}
+        if set(pending) != {"tool_calls", "reply", "question", "plan"}:
+            raise CommandError(f"the seed should leave one review of each kind; found {pending}")
+        reviews = list(Review.objects.order_by("pk").values_list("pk", flat=True))
+        threads = list(Thread.objects.order_by("pk").values_list("pk", flat=True))
+        deliveries = dict(Delivery.objects.values_list("status", "pk"))
+        if {"delivered", "failed"} - set(deliveries):
+            raise CommandError(f"expected a delivered and a failed reply; got {deliveries}")
+        tool_call, plan = pending["tool_calls"], pending["plan"]
 
-        # Decide the held tool call through the admin's review screen, as a reviewer would.
-        review = next(r for r in pending if r.kind == "tool_calls")
-        screen = f"{base}/admin/nitro_assistants/review/{review.pk}/review/"
-        page = web.get(screen, timeout=30)
-        hidden = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page.text))
-        missing_fields = {"csrfmiddlewaretoken", "revision", "digest"} - set(hidden)
-        if page.status_code != 200 or missing_fields:
-            raise CommandError(f"the review screen is missing {sorted(missing_fields)}")
-        form = {**hidden, **{f"call-{i}-action": "approve" for i in range(len(review.tool_calls))}}
-        decided = web.post(screen, data=form, headers={"Referer": screen}, timeout=120)
-        if decided.status_code >= 400:
-            raise CommandError(f"the review screen refused the decision ({decided.status_code})")
-        review.refresh_from_db()
-        follow_up = Review.objects.filter(
-            thread=review.thread, status=Review.Status.PENDING
-        ).first()
-        if review.status != Review.Status.APPLIED or follow_up is None or follow_up.kind != "reply":
-            raise CommandError(
-                f"deciding review {review.pk} did not move the thread on to its reply "
-                f"(status {review.status})"
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM,
+                args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
             )
-        delivered = Delivery.objects.filter(status=Delivery.Status.DELIVERED).count()
-        failed = Delivery.objects.filter(status=Delivery.Status.FAILED).count()
-        if not delivered or not failed:
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                page.set_default_timeout(30_000)
+                self.watch(page)
+                self.log_in(page, options["username"], options["password"])
+                visited = self.visit_every_page(page, pending, reviews, threads)
+                follow_up = self.decide_tool_call(page, tool_call.pk)
+                steps = self.approve_plan(page, plan.pk)
+            finally:
+                browser.close()
+
+        tool_call.refresh_from_db()
+        plan.refresh_from_db()
+        results = {s.step_id: s for s in StepResult.objects.filter(review=plan)}
+        moved = Appointment.objects.get(pk=42)
+        texted = [m for m in outbox.sent() if "is now on Tuesday" in str(m.get("content"))]
+        if tool_call.status != Review.Status.APPLIED:
+            raise CommandError(f"review {tool_call.pk} is {tool_call.status}, not applied")
+        if [r.status for r in results.values()] != ["completed", "completed"]:
+            raise CommandError(f"the plan's steps did not complete: {results}")
+        if moved.day != "Tuesday" or not texted:
             raise CommandError(
-                f"expected a delivered and a failed reply; got {delivered}, {failed}"
+                f"the plan's operations did not act: appointment on {moved.day}, "
+                f"{len(texted)} message(s) to the technician"
             )
         self.stdout.write(
-            f"demo check passed: {len(pending)} seeded reviews listed, review {review.pk} approved, "
-            f"thread now waits on its reply; deliveries: {delivered} delivered, {failed} failed"
+            f"demo check passed: {len(pending)} seeded reviews listed, {visited} pages rendered "
+            f"with the admin's stylesheet; review {tool_call.pk} approved, thread now waits on "
+            f"{follow_up}; plan {plan.pk} approved, steps: {steps}; deliveries: "
+            f"{Delivery.objects.filter(status='delivered').count()} delivered, "
+            f"{Delivery.objects.filter(status='failed').count()} failed"
         )
+
+    # -- the browser ---------------------------------------------------------------------------
+
+    def watch(self, page: Page) -> None:
+        """Collect what a person would notice: a script error, a static file that did not load,
+        any response of the site's that is a server error."""
+        self.problems: list[str] = []
+
+        def on_response(response: Response) -> None:
+            if not response.url.startswith(self.base):
+                return
+            if response.status >= 500 or ("/static/" in response.url and response.status >= 400):
+                self.problems.append(f"{response.status} {response.url}")
+
+        page.on("response", on_response)
+        page.on("pageerror", lambda error: self.problems.append(f"script error: {error}"))
+        page.on(
+            "requestfailed",
+            lambda request: (
+                request.url.startswith(self.base)
+                and self.problems.append(f"{request.url}: {request.failure}")
+            ),
+        )
+
+    def open(self, page: Page, path: str, name: str) -> None:
+        """Open ``path``; it must answer 200 with the admin's stylesheet applied and nothing
+        broken on the way."""
+        response = page.goto(self.base + path, wait_until="load")
+        self.check_page(page, response.status if response else 0, path, name)
+
+    def check_page(self, page: Page, status: int, path: str, name: str) -> None:
+        if self.shots:
+            page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
+        if status != 200:
+            raise CommandError(f"{path} answered {status}")
+        if self.problems:
+            raise CommandError(f"{path}: " + "; ".join(self.problems))
+        styled = page.evaluate(STYLED)
+        if not styled["rules"] or styled["header"] in UNSTYLED:
+            raise CommandError(f"{path} shows without the admin's stylesheet ({styled})")
+
+    def log_in(self, page: Page, username: str, password: str) -> None:
+        self.open(page, "/admin/login/", "login")
+        page.fill("#id_username", username)
+        page.fill("#id_password", password)
+        with page.expect_navigation():
+            page.click("input[type=submit]")
+        if "/admin/login/" in page.url or not page.locator("#logout-form").count():
+            raise CommandError("could not log in to the admin")
+
+    def visit_every_page(
+        self, page: Page, pending: dict[str, Review], reviews: list[int], threads: list[int]
+    ) -> int:
+        pages = [
+            ("/admin/", "index"),
+            ("/admin/nitro_assistants/review/", "queue"),
+            ("/admin/nitro_assistants/review/?status=all", "queue-all"),
+            *((f"/admin/nitro_assistants/review/{pk}/review/", f"review-{pk}") for pk in reviews),
+            ("/admin/nitro_assistants/thread/", "threads"),
+            *((f"/admin/nitro_assistants/thread/{pk}/change/", f"thread-{pk}") for pk in threads),
+            ("/admin/nitro_assistants/delivery/", "deliveries"),
+            ("/admin/nitro_assistants/event/", "events"),
+            ("/admin/nitro_assistants/review/metrics/", "metrics"),
+            ("/admin/reviewsite/appointment/", "appointments"),
+            ("/outbox/", "outbox"),
+        ]
+        for path, name in pages:
+            self.open(page, path, name)
+            if name == "queue":
+                listed = {int(pk) for pk in re.findall(r"/review/(\d+)/", page.content())}
+                missing = [r.pk for r in pending.values() if r.pk not in listed]
+                if missing:
+                    raise CommandError(f"the review queue does not show reviews {missing}")
+            if name == "deliveries":
+                shown = {t.strip() for t in page.locator("td.field-status").all_inner_texts()}
+                if not {"delivered", "failed"} <= shown:
+                    raise CommandError(f"the deliveries page shows {shown}, not both outcomes")
+        return len(pages)
+
+    def wait_for(self, page: Page, path: str, what: str, shown: Callable[[], bool]) -> None:
+        """Reload ``path`` until ``shown()`` (with a broker, the worker applies decisions)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            response = page.goto(self.base + path, wait_until="load")
+            if shown():
+                self.check_page(page, response.status if response else 0, path, what)
+                return
+            if time.monotonic() > deadline:
+                self.check_page(page, response.status if response else 0, path, what)
+                raise CommandError(f"{path} does not show {what} after {self.timeout:.0f}s")
+            time.sleep(0.5)
+
+    def follow(self, page: Page, path: str, link: str, name: str) -> None:
+        """From ``path``, follow the step result link that reads ``link``."""
+        self.open(page, path, f"{name}-from")
+        with page.expect_navigation() as navigation:
+            page.locator(".nitro-step-results a", has_text=link).first.click()
+        response = navigation.value
+        self.check_page(page, response.status if response else 0, page.url, name)
+
+    def decide_tool_call(self, page: Page, pk: int) -> str:
+        """Approve every held call on the review screen; the thread moves on to its reply."""
+        path = f"/admin/nitro_assistants/review/{pk}/review/"
+        self.open(page, path, f"review-{pk}-before")
+        for radio in page.locator('input[type=radio][name$="-action"][value="approve"]').all():
+            radio.check()
+        with page.expect_navigation():
+            page.click("input[name=_decide]")
+        if "Decision recorded" not in page.content():
+            raise CommandError(f"the review screen did not record the decision on review {pk}")
+        now = page.locator(".nitro-now a")
+        self.wait_for(
+            page,
+            path,
+            "tool-call-decided",
+            lambda: "reply #" in " ".join(now.all_inner_texts()).lower(),
+        )
+        return now.inner_text()
+
+    def approve_plan(self, page: Page, pk: int) -> str:
+        """Approve the plan as seeded; its steps run the demo's operations, and the review screen
+        shows each one's result."""
+        path = f"/admin/nitro_assistants/review/{pk}/review/"
+        self.open(page, path, f"review-{pk}-before")
+        page.check('input[name="interaction-decision"][value="approve"]')
+        with page.expect_navigation():
+            page.click("input[name=_decide]")
+        if "Decision recorded" not in page.content():
+            raise CommandError(f"the review screen did not record the decision on review {pk}")
+        steps = page.locator(".nitro-step-results tbody tr")
+        done = page.locator(
+            ".nitro-step-results tbody tr:is(.nitro-step-completed, .nitro-step-failed, "
+            ".nitro-step-skipped)"
+        )
+        self.wait_for(page, path, "plan-approved", lambda: done.count() == 2)
+        rows = [" ".join(r.split()) for r in steps.all_inner_texts()]
+        if page.locator(".nitro-step-results tr.nitro-step-completed").count() != 2:
+            raise CommandError(f"the plan's steps did not all complete: {rows}")
+        for expected in ("from Monday to Tuesday", "Texted Sam Ortiz"):
+            if not any(expected in r for r in rows):
+                raise CommandError(f"no step result says {expected!r}: {rows}")
+        # Where the steps' links lead: the moved appointment, the technician's text.
+        self.follow(page, path, "appointment 42", "appointment-moved")
+        if page.input_value("#id_day") != "Tuesday":
+            raise CommandError(f"{page.url} shows the appointment on {page.input_value('#id_day')}")
+        self.follow(page, path, "/outbox/", "outbox-after-plan")
+        if "appointment is now on Tuesday at 10:00" not in page.content():
+            raise CommandError("the outbox does not show the technician's text")
+        return "; ".join(rows)
