@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+import requests
 import yaml
 
 from tests.langgraph_server import free_port
@@ -87,6 +91,53 @@ def test_demo_check_runs_end_to_end_with_a_broker(demo_database: str) -> None:
     steps all settle on the worker."""
     broker = os.environ.get("NITRO_TEST_BROKER_URL", "redis://127.0.0.1:6379/9")
     assert_demo_passed(run_demo_check(CELERY_BROKER_URL=broker, DATABASE_URL=demo_database))
+
+
+def test_gunicorn_serves_the_admin_static_files_after_collectstatic(tmp_path: Path) -> None:
+    """Production (the Dockerfile, docker-compose's gunicorn) serves the admin's CSS and JS
+    through WhiteNoise: hashed names in the pages, the files themselves with long caching."""
+    env = {k: v for k, v in os.environ.items() if k not in DEMO_VARIABLES}
+    env.update(
+        DJANGO_SETTINGS_MODULE="reviewsite.settings",
+        STATIC_ROOT=str(tmp_path / "static"),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+    )
+    bin_dir = Path(sys.executable).parent
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
+    manifest = json.loads((tmp_path / "static" / "staticfiles.json").read_text())["paths"]
+    base_css = manifest["admin/css/base.css"]
+    port = free_port()
+    server = subprocess.Popen(
+        [bin_dir / "gunicorn", "reviewsite.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        login = None
+        for _ in range(100):
+            try:
+                login = requests.get(f"{url}/admin/login/", timeout=5)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        assert login is not None and login.status_code == 200
+        assert f"/static/{base_css}" in login.text
+        css = requests.get(f"{url}/static/{base_css}", timeout=5)
+        assert css.status_code == 200
+        assert css.headers["Content-Type"].startswith("text/css")
+        assert "max-age=315360000" in css.headers["Cache-Control"]
+        assert "--header-bg" in css.text
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def test_compose_file_names_every_service_with_health_checks_and_restarts() -> None:
