@@ -8,7 +8,6 @@ approved replies delivered or failed), so what it prints is what the admin shows
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from nitro_assistants import services
 from nitro_assistants.models import Delivery, Review, Run, Thread
+from reviewsite.agent import script
 from reviewsite.models import Appointment
 
 ASSISTANT = "virtual-confirmation"
@@ -31,49 +31,6 @@ APPOINTMENT = {
     "technician_phone": "+1 555 0199",
     "day": "Monday",
     "time": "09:00",
-}
-QUESTION = {
-    "kind": "question",
-    "title": "Which day suits the customer?",
-    "summary": "The customer asked to move their cleaning but named no day.",
-    "interaction_id": "demo-day-question",
-    "content": [
-        {
-            "questionId": "day",
-            "prompt": "Which day should I offer?",
-            "input": "single_select",
-            "options": [
-                {"optionId": "tue", "label": "Tuesday", "description": "10:00 is free"},
-                {"optionId": "fri", "label": "Friday", "description": "15:30 is free"},
-            ],
-            "allowOther": True,
-        }
-    ],
-}
-PLAN = {
-    "kind": "plan",
-    "title": "Move the appointment and tell the technician",
-    "summary": "Two changes in the CRM.",
-    "interaction_id": "demo-plan",
-    "content": {
-        "steps": [
-            {
-                "stepId": "reschedule",
-                "title": "Reschedule appointment 42",
-                "action": "crm.reschedule",
-                "input": {"appointment_id": 42, "day": "Tuesday", "time": "10:00"},
-                "fields": [{"name": "day", "label": "Day", "widget": "text", "required": True}],
-            },
-            {
-                "stepId": "notify",
-                "title": "Notify the technician",
-                "action": "crm.notify",
-                "optional": True,
-                "input": {"appointment_id": 42},
-                "dependsOn": ["reschedule"],
-            },
-        ]
-    },
 }
 
 
@@ -120,16 +77,11 @@ class Command(BaseCommand):
             return services.start_run(ASSISTANT, [{"role": "user", "content": text}], user=admin)
 
         runs = [
-            converse("Can I move my appointment to Tuesday?"),
-            converse("reply: Thanks for confirming! See you Monday at 9am."),
-            converse("ask: " + json.dumps(QUESTION)),
-            converse("ask: " + json.dumps(PLAN)),
+            converse(text)
+            for text in (script.MOVE, script.CONFIRM, script.ASK_DAY, script.ASK_PLAN)
         ]
         # One conversation settled and delivered, one whose delivery failed.
-        settling = [
-            converse("reply: You're all set for Wednesday at 2pm."),
-            converse("reply: Reminder FAIL test"),
-        ]
+        settling = [converse(script.DELIVERED), converse(script.FAILED)]
         pks = [run.pk for run in runs + settling]
         wait_for(
             f"the {len(pks)} seeded runs finishing",

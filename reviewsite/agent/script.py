@@ -1,0 +1,81 @@
+"""What the demo's customers say, and what the demo assistant's scripted model does with it.
+
+The scripted model (:class:`~nitro_assistants.agent.testing.ScriptedChatModel`) acts on commands
+written in the customer's message (``reply: ...``, ``ask: {...}``). The demo shows real
+conversations instead: :data:`SCRIPT` maps each seeded customer message to the command the model
+is given in its place, so the admin shows what the customer said, not the command. The seed
+(``seed_demo``) sends these messages; any other message goes to the model as it is.
+
+No Django and no LangChain here: the Assistants server (graph.py) and the site both import it.
+"""
+
+from __future__ import annotations
+
+import json
+
+QUESTION = {
+    "kind": "question",
+    "title": "Which day suits the customer?",
+    "summary": "The customer asked to move their cleaning but named no day.",
+    "interaction_id": "demo-day-question",
+    "content": [
+        {
+            "questionId": "day",
+            "prompt": "Which day should I offer?",
+            "input": "single_select",
+            "options": [
+                {"optionId": "tue", "label": "Tuesday", "description": "10:00 is free"},
+                {"optionId": "fri", "label": "Friday", "description": "15:30 is free"},
+            ],
+            "allowOther": True,
+        }
+    ],
+}
+PLAN = {
+    "kind": "plan",
+    "title": "Move the appointment and tell the technician",
+    "summary": "Two changes in the CRM.",
+    "interaction_id": "demo-plan",
+    "content": {
+        "steps": [
+            {
+                "stepId": "reschedule",
+                "title": "Reschedule appointment 42",
+                "action": "crm.reschedule",
+                "input": {"appointment_id": 42, "day": "Tuesday", "time": "10:00"},
+                "fields": [{"name": "day", "label": "Day", "widget": "text", "required": True}],
+            },
+            {
+                "stepId": "notify",
+                "title": "Notify the technician",
+                "action": "crm.notify",
+                "optional": True,
+                "input": {"appointment_id": 42},
+                "dependsOn": ["reschedule"],
+            },
+        ]
+    },
+}
+
+#: A held tool call: the model asks to reschedule appointment 42 (approve it: the thread moves
+#: on to a held reply).
+MOVE = "Can I move my appointment to Tuesday?"
+#: A held reply.
+CONFIRM = "Yes, Monday at 9 works for me."
+#: A question for the reviewer.
+ASK_DAY = "I need to move my cleaning. What days do you have?"
+#: A plan; approving it runs the example site's operations (reviewsite/operations.py).
+ASK_PLAN = "Please move me to Tuesday at 10 and let the technician know."
+#: A reply the seed approves, and the demo's SMS gateway delivers.
+DELIVERED = "Does Wednesday at 2pm still work?"
+#: A reply the seed approves, and the gateway refuses (it blocks links): a failed delivery.
+FAILED = "Can you text me the link to my booking?"
+
+SCRIPT = {
+    MOVE: MOVE,  # the scripted model reschedules on "move ... to <day>" itself
+    CONFIRM: "reply: Thanks for confirming! See you Monday at 9am.",
+    ASK_DAY: "ask: " + json.dumps(QUESTION),
+    ASK_PLAN: "ask: " + json.dumps(PLAN),
+    DELIVERED: "reply: Yes, you're all set for Wednesday at 2pm.",
+    FAILED: "reply: Here is your booking: https://bookings.example.com/42",
+}
