@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from nitro_assistants.agent import DeliveryMiddleware, ReviewMiddleware, ask_reader
@@ -46,14 +46,64 @@ def send_sms(content: str) -> str:
 
 
 class DemoChatModel(ScriptedChatModel):
-    """The scripted model, reading a seeded customer's message as its command in ``SCRIPT``."""
+    """The scripted model, reading a seeded customer's message as its command in ``SCRIPT``,
+    and telling the customer what a reviewer's answer or approved plan means for them."""
 
     def answer(self, messages: list[BaseMessage]) -> Any:
-        if messages and isinstance(messages[-1], HumanMessage):
-            command = SCRIPT.get(messages[-1].text.strip())
+        last = messages[-1] if messages else None
+        if isinstance(last, HumanMessage):
+            command = SCRIPT.get(last.text.strip())
             if command is not None:
                 messages = [*messages[:-1], HumanMessage(content=command)]
+        elif isinstance(last, ToolMessage) and last.name == "ask_reader":
+            said = _after_decision(messages, last)
+            if said:
+                return AIMessage(content=said)
         return super().answer(messages)
+
+
+def _after_decision(messages: list[BaseMessage], result: ToolMessage) -> str:
+    """The reply to the customer once the reviewer answered the question or approved the plan;
+    '' for anything else (the scripted model revises a plan sent back, and so on)."""
+    try:
+        decision = json.loads(result.text)
+    except ValueError:
+        return ""
+    asked = next(
+        (
+            call["args"]
+            for message in messages
+            if isinstance(message, AIMessage)
+            for call in message.tool_calls
+            if call["id"] == result.tool_call_id
+        ),
+        {},
+    )
+    content = asked.get("content")
+    if decision.get("decision") == "answer" and isinstance(content, list):
+        labels = {
+            option.get("optionId"): option.get("label")
+            for question in content
+            for option in question.get("options") or []
+        }
+        chosen = [
+            str(labels.get(option, option))
+            for answer in decision.get("answers") or []
+            for option in answer.get("optionIds") or []
+        ] + [str(a["text"]) for a in decision.get("answers") or [] if a.get("text")]
+        if chosen:
+            return f"Thanks for waiting! We can do {' or '.join(chosen)}. Shall I book it?"
+    if decision.get("decision") == "approve" and isinstance(content, dict):
+        for step in content.get("steps") or []:
+            if step.get("action") == "crm.reschedule" and step.get("stepId") not in (
+                decision.get("disabledSteps") or []
+            ):
+                moved = {
+                    **(step.get("input") or {}),
+                    **decision.get("edits", {}).get(step["stepId"], {}),
+                }
+                return f"Done: you're booked for {moved.get('day')} at {moved.get('time')}."
+    return ""
 
 
 def _model() -> Any:
