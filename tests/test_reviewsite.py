@@ -10,12 +10,16 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 import requests
 import yaml
+from langchain_core.messages import HumanMessage, ToolMessage
 
+from reviewsite.agent import script
+from reviewsite.agent.graph import DemoChatModel
 from tests.langgraph_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,3 +182,35 @@ def test_example_receivers_are_connected(name: str) -> None:
     import reviewsite.receivers  # noqa: F401
 
     assert any(entry[0][0] == f"reviewsite.{name}" for entry in signal.receivers)
+
+
+def test_the_demo_model_answers_the_seeded_customers_and_the_reviewers_decisions() -> None:
+    """The seeded customers' messages read as a customer writes; the model acts on the command
+    each stands for, and tells the customer what the reviewer decided."""
+    model = DemoChatModel()
+
+    def turn(text: str, decision: dict[str, Any] | None = None) -> Any:
+        asked = model.answer([HumanMessage(content=text)])
+        if decision is None:
+            return asked
+        (call,) = asked.tool_calls
+        result = ToolMessage(
+            content=json.dumps(decision), tool_call_id=call["id"], name="ask_reader"
+        )
+        return model.answer([HumanMessage(content=text), asked, result])
+
+    assert turn(script.CONFIRM).content == "Thanks for confirming! See you Monday at 9am."
+    assert turn(script.MOVE).tool_calls[0]["name"] == "reschedule_appointment"
+    assert turn(script.ASK_DAY).tool_calls[0]["args"]["kind"] == "question"
+    answered = {"decision": "answer", "answers": [{"questionId": "day", "optionIds": ["fri"]}]}
+    assert turn(script.ASK_DAY, answered).content == (
+        "Thanks for waiting! We can do Friday. Shall I book it?"
+    )
+    approved = {"decision": "approve", "disabledSteps": [], "edits": {}}
+    assert turn(script.ASK_PLAN, approved).content == "Done: you're booked for Tuesday at 10:00."
+    edited = {**approved, "edits": {"reschedule": {"day": "Friday"}}}
+    assert turn(script.ASK_PLAN, edited).content == "Done: you're booked for Friday at 10:00."
+    # A plan sent back is revised, as the scripted model does.
+    sent_back = turn(script.ASK_PLAN, {"decision": "request_revision", "comments": []})
+    assert sent_back.tool_calls[0]["args"]["title"].endswith("(revised)")
+    assert turn("hello").content == "You said: hello"
