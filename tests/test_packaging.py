@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 import nitro_assistants
+from nitro_assistants.testing.launchers import LangGraphServer
 from tests.fresh_project import Project, clean_environ, start_project
-from tests.langgraph_server import LangGraphServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ("templates", "static", "migrations")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.langgraph_server import free_port
+from nitro_assistants.testing.launchers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

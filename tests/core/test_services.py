@@ -11,7 +11,8 @@ from django.utils import timezone
 from nitro_assistants import services
 from nitro_assistants.exceptions import ReviewSupersededError, RunError, ThreadResumptionError
 from nitro_assistants.models import Decision, Delivery, Event, Review, Run, Thread
-from tests.core.conftest import FakeAssistant, reply_review, result, sent, tool_review
+from nitro_assistants.testing import FakeAssistant, reply_review
+from tests.core.conftest import result, sent, tool_review
 from tests.factories import DeliveryFactory, ReviewFactory, ThreadFactory
 
 pytestmark = pytest.mark.django_db

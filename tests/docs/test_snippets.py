@@ -22,8 +22,8 @@ import pytest
 import redis
 
 from nitro_assistants import signals
+from nitro_assistants.testing.launchers import LangGraphServer
 from tests.docs.markdown import ROOT, Block, all_blocks
-from tests.langgraph_server import LangGraphServer
 
 #: The names of the blocks the tests below run.
 RUN_HERE = {
