@@ -107,3 +107,31 @@ def test_the_testing_modules_import_without_pytest_django_or_langgraph() -> None
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.django_db
+def test_background_mode_runs_and_resumes_through_the_fake(settings: Any) -> None:
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "RUN_MODE": "background"}
+    pause = tool_calls_review({"name": "refund", "args": {"order": 7}})
+    with fake_assistants() as fake:
+        fake.results = [run_result(pause), run_result(reply="Refunded.")]
+        run = services.execute_run(services.start_run("tools", "Refund order 7").pk)
+        assert not run.finished  # created on the "server", not waited for
+        assert not services.collect_run(run.pk, wait=False).finished  # still "pending" there
+        services.collect_run(run.pk)  # the collect_run task: joins it
+        review = Review.objects.get(run=run)
+        decision = services.decide(
+            review.pk, None, {"tool_calls": [{"id": "call_1", "action": "approve"}]}
+        )
+        services.execute_resume(decision.pk)
+        decision.refresh_from_db()
+        services.collect_run(decision.run.pk)
+    review.refresh_from_db()
+    assert review.status == Review.Status.APPLIED
+    assert [name for name, _ in fake.calls if name.startswith(("start_", "join", "review"))] == [
+        "start_run",
+        "join_run",
+        "start_review",
+        "review_result",
+    ]
+    assert fake.called("start_review")[0]["tool_calls"][0]["action"] == "approve"

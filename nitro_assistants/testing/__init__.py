@@ -8,14 +8,16 @@ the real processes a test may want instead: a ``langgraph dev`` server, a Celery
 
     with fake_assistants() as fake:
         fake.results.append(run_result(tool_calls_review({"name": "refund", "args": {"id": 7}})))
-        run = services.execute_run(services.start_run("support", "Refund order 7").pk)
-        assert fake.called("run")[0]["messages"][-1]["content"] == "Refund order 7"
+        run = services.start_run("support", "Refund order 7")
+        services.execute_run(run.pk)  # what the run_thread task does
+    assert Review.objects.get(run=run).status == Review.Status.PENDING
+    assert fake.called("run")[0]["messages"][-1]["content"] == "Refund order 7"
 
 Inside the block every assistant the app asks for (``services.clients.assistant_for``, so the
 services, tasks, admin and API alike) is ``fake``, whatever its key (it must still be one of
-``NITRO_ASSISTANTS["DEFINITIONS"]``, but no ``BASE_URL`` or API key is needed); outside it, the clients of
-``settings.NITRO_ASSISTANTS`` again. It is process-wide (threads of the test see it too) and is not
-seen by other processes, such as a Celery worker: those need the real server.
+``NITRO_ASSISTANTS["DEFINITIONS"]``, but no ``BASE_URL`` or API key is needed); outside it, the
+clients of ``settings.NITRO_ASSISTANTS`` again. It is process-wide (threads of the test see it
+too) and is not seen by other processes, such as a Celery worker: those need the real server.
 
 This module imports neither pytest nor Django's models; a pytest fixture is three lines::
 
