@@ -14,7 +14,7 @@ from django.db import connection
 
 from nitro_assistants import signals, tasks
 from nitro_assistants.client import PendingReview
-from nitro_assistants.testing import FakeAssistant, fake_assistants, run_result, tool_calls_review
+from nitro_assistants.testing import FakeAssistant, fake_assistants, tool_calls_review
 from nitro_assistants.testing.launchers import CeleryWorker
 from tests.celery_app import app as celery_app
 from tests.conftest import ROOT
@@ -55,9 +55,6 @@ def tool_review(interrupt_id: str | None = None) -> PendingReview:
         },
         interrupt_id=interrupt_id,
     )
-
-
-result = run_result
 
 
 @pytest.fixture
