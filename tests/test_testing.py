@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.django_db
-def test_the_readme_example_pauses_a_run_for_review() -> None:
+def test_a_scripted_pause_becomes_a_pending_review() -> None:
     with fake_assistants() as fake:
         fake.results.append(run_result(tool_calls_review({"name": "refund", "args": {"order": 7}})))
         run = services.start_run("tools", "Refund order 7")
@@ -121,7 +121,7 @@ def test_background_mode_runs_and_resumes_through_the_fake(settings: Any) -> Non
         services.collect_run(run.pk)  # the collect_run task: joins it
         review = Review.objects.get(run=run)
         decision = services.decide(
-            review.pk, None, {"tool_calls": [{"id": "call_1", "action": "approve"}]}
+            review, None, {"tool_calls": [{"id": "call_1", "action": "approve"}]}
         )
         services.execute_resume(decision.pk)
         decision.refresh_from_db()

@@ -35,6 +35,8 @@ RUN_HERE = {
     "agent-graph",
     "agent-config",
     "receiver",
+    "testing-fixture",
+    "testing-example",
 }
 BIN = Path(sys.executable).parent
 
@@ -220,3 +222,23 @@ def test_the_host_project_runs_a_turn_as_pasted(
         os.killpg(worker.pid, 15)
         worker.wait(timeout=30)
         log.close()
+
+
+def test_the_testing_example_passes_in_the_host_project(host_project: Path) -> None:
+    """README "Testing your project": its conftest.py and test, pasted into the host project and
+    run with pytest there; nothing listens at ASSISTANTS_URL, so only the fake can answer."""
+    blocks = named_blocks()
+    (host_project / "conftest.py").write_text(blocks["testing-fixture"].code)
+    (host_project / "test_refund.py").write_text(blocks["testing-example"].code)
+    env = host_env(ASSISTANTS_URL="http://127.0.0.1:9", VC_KEY="k", VC_ASSISTANT_ID="agent")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--ds=proj.settings"],
+        cwd=host_project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout, done.stdout
