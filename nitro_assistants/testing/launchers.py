@@ -34,6 +34,8 @@ from typing import Any, Self
 
 import requests
 
+from nitro_assistants.exceptions import InvalidArgumentError, LaunchError
+
 __all__ = ["CeleryWorker", "LangGraphServer", "RedisServer", "free_port"]
 
 BIN = Path(sys.executable).parent
@@ -50,7 +52,7 @@ def _wait(predicate: Callable[[], object], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
+            raise LaunchError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.05)
 
 
@@ -116,7 +118,7 @@ class LangGraphServer:
     def start(self, timeout: float = 90.0) -> Self:
         """Start the server and wait until it answers ``GET /ok``."""
         if not self.graphs and self.config is None:
-            raise ValueError("LangGraphServer needs graphs or a config")
+            raise InvalidArgumentError("LangGraphServer needs graphs or a config")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
         config = self.config or {
@@ -159,7 +161,7 @@ class LangGraphServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"langgraph dev exited early:\n{self.log_tail()}")
+                raise LaunchError(f"langgraph dev exited early:\n{self.log_tail()}")
             try:
                 if requests.get(f"{self.url}/ok", timeout=1).ok:
                     return self
@@ -167,7 +169,7 @@ class LangGraphServer:
                 pass
             time.sleep(0.25)
         self.stop()
-        raise RuntimeError(f"langgraph dev did not answer on {self.url}:\n{self.log_tail()}")
+        raise LaunchError(f"langgraph dev did not answer on {self.url}:\n{self.log_tail()}")
 
     def stop(self) -> None:
         """SIGTERM: a graceful shutdown (open requests are finished or cut, state written)."""
@@ -331,7 +333,7 @@ class CeleryWorker:
                 f"celery worker {self.name}",
             )
             if process.poll() is not None:
-                raise RuntimeError(f"celery worker exited:\n{self.log_tail()}")
+                raise LaunchError(f"celery worker exited:\n{self.log_tail()}")
         return self
 
     def supervise(self) -> bool:
