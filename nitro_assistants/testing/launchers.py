@@ -8,10 +8,11 @@ LangGraph or redis-py: ``langgraph`` is run as a program, from the ``langgraph-c
 
     from nitro_assistants.testing.launchers import LangGraphServer
 
-    server = LangGraphServer(tmp_path / "server", graphs={"support": "graphs.py:support"}).start()
+    graph = Path("agent/graph.py").resolve()  # paths in langgraph.json: absolute, or from workdir
+    server = LangGraphServer(tmp_path / "server", graphs={"support": f"{graph}:graph"}).start()
     try:
-        settings.NITRO_ASSISTANTS["BASE_URL"] = server.url
-        ...
+        with override_settings(NITRO_ASSISTANTS={**settings.NITRO_ASSISTANTS, "BASE_URL": server.url}):
+            ...
     finally:
         server.stop()
 """
@@ -266,8 +267,9 @@ class RedisServer:
 class CeleryWorker:
     """One ``celery -A app worker`` process consuming ``queue``, with Django settings
     ``settings`` (``DJANGO_SETTINGS_MODULE``; empty: the environment's) and ``env`` added to
-    this process's environment. It runs in ``cwd`` (default: the current directory), so ``app``
-    and ``settings`` import from there.
+    ``environ`` (default: this process's environment). It runs in ``cwd`` (default: the current
+    directory), so ``app`` and ``settings`` import from there, with the ``celery`` of the virtual
+    environment whose bin directory is ``bin`` (default: this interpreter's, ``python -m celery``).
 
     ``start()`` waits for the worker's "ready." line, which it logs at ``INFO`` and below; with
     a quieter ``loglevel`` pass ``wait=False`` and wait another way (``celery inspect``).
@@ -284,6 +286,8 @@ class CeleryWorker:
     concurrency: int = 4
     loglevel: str = "INFO"
     cwd: Path | None = None
+    environ: dict[str, str] | None = None
+    bin: Path | None = None
     name: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:8]}")
     process: subprocess.Popen[bytes] | None = None
 
@@ -292,8 +296,9 @@ class CeleryWorker:
         return self.log_dir / f"{self.name}.log"
 
     def environment(self) -> dict[str, str]:
-        """The worker's environment: this process's, the settings module, then ``env``."""
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        """The worker's environment: ``environ`` (or this process's), the settings module, then
+        ``env``."""
+        env = {**(os.environ if self.environ is None else self.environ), "PYTHONUNBUFFERED": "1"}
         if self.settings:
             env["DJANGO_SETTINGS_MODULE"] = self.settings
         return {**env, **self.env}
@@ -301,11 +306,10 @@ class CeleryWorker:
     def start(self, timeout: float = 60.0, wait: bool = True) -> Self:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         ready_before = self.log().count(" ready.")  # a restarted worker appends to its log
+        celery = [str(self.bin / "celery")] if self.bin else [sys.executable, "-m", "celery"]
         process = self.process = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "celery",
+                *celery,
                 "-A",
                 self.app,
                 "worker",

@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from nitro_assistants import signals
-from nitro_assistants.testing.launchers import LangGraphServer
+from nitro_assistants.testing.launchers import CeleryWorker, LangGraphServer
 from tests.docs.markdown import ROOT, Block, all_blocks
 
 #: The names of the blocks the tests below run.
@@ -179,25 +179,15 @@ def test_the_host_project_runs_a_turn_as_pasted(
     migrated = manage(host_project, env, "migrate", "--no-input")
     assert migrated.returncode == 0, migrated.stdout + migrated.stderr
 
-    log = (host_project / "worker.log").open("w")
-    worker = subprocess.Popen(
-        [
-            str(BIN / "celery"),
-            "-A",
-            "proj",
-            "worker",
-            "--pool=solo",
-            "-l",
-            "info",
-            "--without-mingle",
-            "--without-gossip",
-        ],
+    worker = CeleryWorker(
+        app="proj",
+        queue="celery",  # the host project's default
+        log_dir=host_project,
+        name="worker",
+        pool="solo",
         cwd=host_project,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+        environ=env,
+    ).start()
     try:
         started = manage(host_project, env, "shell", "-c", named_blocks()["host-start-run"].code)
         assert started.returncode == 0, started.stdout + started.stderr
@@ -216,12 +206,9 @@ def test_the_host_project_runs_a_turn_as_pasted(
             if not status.startswith(("queued", "running")) or time.monotonic() > deadline:
                 break
             time.sleep(1)
-        worker_log = (host_project / "worker.log").read_text()[-3000:]
-        assert status == "interrupted tool_calls ['reschedule_appointment']", worker_log
+        assert status == "interrupted tool_calls ['reschedule_appointment']", worker.log_tail()
     finally:
-        os.killpg(worker.pid, 15)
-        worker.wait(timeout=30)
-        log.close()
+        worker.stop(timeout=30)
 
 
 def test_the_testing_example_passes_in_the_host_project(host_project: Path) -> None:
