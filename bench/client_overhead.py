@@ -24,8 +24,8 @@ if str(ROOT) not in sys.path:
 
 from langgraph_sdk import get_sync_client  # noqa: E402
 
+from bench import langgraph_server  # noqa: E402
 from nitro_assistants.client import Assistants  # noqa: E402
-from tests.langgraph_server import LangGraphServer  # noqa: E402
 
 GRAPH = "plain"
 USER_ID = "bench"
@@ -134,7 +134,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=4, help="threads to spread runs over")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as workdir:
-        server = LangGraphServer(workdir=Path(workdir)).start()
+        server = langgraph_server(Path(workdir)).start()
         try:
             ours, sdk = measure(server.url, args.runs, max(1, args.threads))
         finally:

@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench import langgraph_server  # noqa: E402
 from bench.throughput import (  # noqa: E402
     GRAPH,
     MESSAGE,
@@ -47,6 +48,7 @@ from bench.throughput import (  # noqa: E402
     create_database,
     drop_database,
 )
+from nitro_assistants.testing.launchers import free_port  # noqa: E402
 
 CONCURRENCY = 20
 RESUME_WAYS = {
@@ -150,12 +152,10 @@ def main() -> int:
             "NITRO_TEST_QUEUE": f"nitro-bench-flow-cost-{os.getpid()}",
         }
     )
-    from tests.langgraph_server import LangGraphServer, free_port
-
     workdir = Path(tempfile.mkdtemp(prefix="bench-flow-cost-"))
     port = free_port()
     create_database(db_name)
-    server = LangGraphServer(workdir=workdir / "ours", port=port).start()
+    server = langgraph_server(workdir / "ours", port=port).start()
     try:
         os.environ["NITRO_TEST_ASSISTANTS_URL"] = server.url
         import django
@@ -172,9 +172,7 @@ def main() -> int:
         per_way: dict[str, list[float]] = {name: [] for name in RESUME_WAYS}
         for turn in range(max(1, args.repeats)):
             for way, (name, modes) in enumerate(RESUME_WAYS.items()):
-                server = LangGraphServer(
-                    workdir=workdir / f"resume-{turn}-{way}", port=port
-                ).start()
+                server = langgraph_server(workdir / f"resume-{turn}-{way}", port=port).start()
                 assert server.process is not None
                 per_way[name].append(
                     server_side(server.url, server.process.pid, args.resumes, modes)

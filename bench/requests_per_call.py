@@ -20,8 +20,8 @@ if str(ROOT) not in sys.path:
 
 import requests  # noqa: E402
 
+from bench import langgraph_server  # noqa: E402
 from nitro_assistants.client import Assistants  # noqa: E402
-from tests.langgraph_server import LangGraphServer  # noqa: E402
 
 # The Ruby client's requests (its documentation, "Thread initialization" and `#review`).
 RUBY = {
@@ -136,7 +136,7 @@ def table(rows: list[tuple[str, int, str]]) -> str:
 
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-requests-") as workdir:
-        server = LangGraphServer(workdir=Path(workdir)).start()
+        server = langgraph_server(Path(workdir)).start()
         try:
             rows = measure(server.url)
         finally:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +52,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from bench import langgraph_server  # noqa: E402
+from nitro_assistants.testing.launchers import CeleryWorker, LangGraphServer, free_port  # noqa: E402
 
 GRAPH = "tools"
 MESSAGE = "Can I move my appointment to Tuesday?"
@@ -92,57 +94,38 @@ def drop_database(name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def start_workers(
-    count: int, concurrency: int, env: dict[str, str], logdir: Path
-) -> list[subprocess.Popen[bytes]]:
-    processes = []
-    for i in range(count):
-        log = logdir / f"worker-{i}.log"
-        processes.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "tests.celery_app",
-                    "worker",
-                    "--pool=threads",
-                    f"--concurrency={concurrency}",
-                    f"--loglevel={os.environ.get('NITRO_BENCH_WORKER_LOGLEVEL', 'WARNING')}",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--without-heartbeat",
-                    "-Q",
-                    env["NITRO_TEST_QUEUE"],
-                    "-n",
-                    f"bench-{i}-{uuid.uuid4().hex[:6]}@%h",
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=log.open("ab"),
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
-    return processes
+def start_workers(count: int, concurrency: int, queue: str, logdir: Path) -> list[CeleryWorker]:
+    """``count`` workers of the test project's Celery app on ``queue``, each with ``concurrency``
+    threads, in this process's environment (the settings it chose). Not waited for: logging
+    below INFO (``NITRO_BENCH_WORKER_LOGLEVEL``, default WARNING) they print no "ready." line;
+    :func:`wait_workers_ready` asks them instead."""
+    loglevel = os.environ.get("NITRO_BENCH_WORKER_LOGLEVEL", "WARNING")
+    return [
+        CeleryWorker(
+            app="tests.celery_app",
+            queue=queue,
+            log_dir=logdir,
+            concurrency=concurrency,
+            loglevel=loglevel,
+            cwd=ROOT,
+            name=f"bench-{i}-{uuid.uuid4().hex[:6]}",
+        ).start(wait=False)
+        for i in range(count)
+    ]
 
 
-def stop_workers(processes: list[subprocess.Popen[bytes]]) -> None:
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+def sending_app() -> Any:
+    """The Celery app this process sends with (``.delay()``) and asks the workers through:
+    configured from the Django settings, as the workers' is."""
+    from celery import Celery
+
+    app = Celery("bench")
+    app.config_from_object("django.conf:settings", namespace="CELERY")
+    return app
 
 
-def wait_workers_ready(queue: str, count: int, timeout: float = 60) -> None:
+def wait_workers_ready(app: Any, queue: str, count: int, timeout: float = 60) -> None:
     """Every worker consumes the queue (``celery inspect`` would cost seconds per call)."""
-    from tests.celery_app import app
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         replies = app.control.inspect(timeout=1).active_queues() or {}
@@ -449,13 +432,11 @@ def main() -> int:
             "NITRO_TEST_MAX_CONCURRENT_REQUESTS": str(slots),
         }
     )
-    from tests.langgraph_server import LangGraphServer, free_port
-
     create_database(db_name)
     workdir = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
     port = free_port()
-    server = LangGraphServer(workdir=workdir / "server-0", port=port, cpus=args.server_cpu)
-    workers: list[subprocess.Popen[bytes]] = []
+    server = langgraph_server(workdir / "server-0", port=port, cpus=args.server_cpu)
+    workers: list[CeleryWorker] = []
 
     def fresh_server(tag: str) -> LangGraphServer:
         """A new server on the same port (the workers keep their URL), with no earlier data: the
@@ -463,10 +444,8 @@ def main() -> int:
         runs pile up, and whichever side came later would pay for the other's."""
         nonlocal server
         server.stop()
-        server = LangGraphServer(
-            workdir=workdir / f"server-{tag}", port=port, cpus=args.server_cpu
-        ).start()
-        return server
+        server = langgraph_server(workdir / f"server-{tag}", port=port, cpus=args.server_cpu)
+        return server.start()
 
     try:
         server.start()
@@ -479,11 +458,10 @@ def main() -> int:
         logging.getLogger("nitro_assistants").setLevel(logging.ERROR)
         from django.core.management import call_command
 
-        import tests.celery_app  # noqa: F401  (the app .delay() sends with)
-
+        app = sending_app()
         call_command("migrate", verbosity=0)
-        workers = start_workers(WORKERS, worker_threads, dict(os.environ), workdir)
-        wait_workers_ready(queue, WORKERS)
+        workers = start_workers(WORKERS, worker_threads, queue, workdir)
+        wait_workers_ready(app, queue, WORKERS)
         timeout = 60 + threads * 3.0
         warm_up = min(concurrency, threads)
 
@@ -494,7 +472,9 @@ def main() -> int:
                 "postgres": "postgres",
                 "redis": "redis-server",
             }
-            found.update({f"worker {i + 1}": w.pid for i, w in enumerate(workers)})
+            found.update(
+                {f"worker {i + 1}": w.process.pid for i, w in enumerate(workers) if w.process}
+            )
             return found
 
         rounds: list[tuple[float, float]] = []
@@ -525,7 +505,8 @@ def main() -> int:
         through_sdk(server.url, wide, wide)
         wide_seconds = through_sdk(server.url, threads, wide)
     finally:
-        stop_workers(workers)
+        for worker in workers:
+            worker.stop()
         server.stop()
         from django.db import connections
 

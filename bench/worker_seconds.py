@@ -55,8 +55,8 @@ def main() -> None:
         "NITRO_BENCH_DB_NAME", "nitro_assistants_bench"
     )
 
+    from bench import langgraph_server
     from bench.sweep import ensure_database
-    from tests.langgraph_server import LangGraphServer
 
     ensure_database(os.environ["NITRO_TEST_DB_NAME"])
     import django
@@ -84,7 +84,7 @@ def main() -> None:
     webhook_url = f"http://127.0.0.1:{app_server.port}/nitro/webhook/"
 
     workdir = Path(tempfile.mkdtemp(prefix="nitro-bench-"))
-    server = LangGraphServer(workdir=workdir, graphs={"slow": f"{Path(__file__).resolve()}:slow"})
+    server = langgraph_server(workdir, graphs={"slow": f"{Path(__file__).resolve()}:slow"})
     server.start()
     try:
         base: dict[str, Any] = {

@@ -120,3 +120,8 @@ class ReviewStateError(NitroAssistantsError):
     def __init__(self, message: str, *, review: object | None = None) -> None:
         super().__init__(message)
         self.review = review
+
+
+class LaunchError(NitroAssistantsError, RuntimeError):
+    """A process :mod:`nitro_assistants.testing.launchers` started (``langgraph dev``, a Celery
+    worker, Redis) exited or did not answer in time; the message ends with its log's last lines."""

@@ -1,17 +1,26 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.conf import settings
 
-from tests.langgraph_server import LangGraphServer
+from nitro_assistants.testing.launchers import LangGraphServer
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAPHS = ROOT / "tests" / "graphs" / "agents.py"
+GRAPH_NAMES = ("walkthrough", "tools", "per_call", "plain", "interactions")
 
 
 @pytest.fixture(scope="session")
 def langgraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangGraphServer]:
     """The real LangGraph Agent Server running the graphs of tests/graphs/agents.py."""
-    server = LangGraphServer(workdir=tmp_path_factory.mktemp("langgraph")).start()
+    server = LangGraphServer(
+        workdir=tmp_path_factory.mktemp("langgraph"),
+        graphs={name: f"{GRAPHS}:{name}" for name in GRAPH_NAMES},
+        dependencies=[str(ROOT)],
+    ).start()
     try:
         yield server
     finally:

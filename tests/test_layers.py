@@ -15,10 +15,18 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 
 #: Modules (and everything below them) that must never import Django, directly or through the
 #: package's own modules they import.
-DJANGO_FREE = ("nitro_assistants.client", "nitro_assistants.rules", "nitro_assistants.exceptions")
+DJANGO_FREE = (
+    "nitro_assistants.client",
+    "nitro_assistants.rules",
+    "nitro_assistants.exceptions",
+    # bench/ and host tests start servers with it before (or without) Django is set up.
+    "nitro_assistants.testing.launchers",
+)
 
 #: Layers, top first: a module may import its own layer and those below it, never above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # The test double and the launchers: used by tests (ours and a host's), never by the app.
+    ("testing", ("nitro_assistants.testing",)),
     (
         "entry points",
         (

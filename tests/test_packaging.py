@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 import nitro_assistants
+from nitro_assistants.testing.launchers import CeleryWorker, LangGraphServer
 from tests.fresh_project import Project, clean_environ, start_project
-from tests.langgraph_server import LangGraphServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ("templates", "static", "migrations")
@@ -241,8 +241,16 @@ def test_the_extras_serve_an_agent_and_run_a_worker(
     assert migrated.returncode == 0, migrated.stderr
     queue = f"{os.environ.get('NITRO_TEST_QUEUE', 'nitro_tests')}-fresh-host-{uuid.uuid4().hex[:8]}"
     broker = os.environ.get("NITRO_TEST_BROKER_URL", "redis://127.0.0.1:6379/9")
-    worker: subprocess.Popen[bytes] | None = None
-    log = tmp_path / "worker.log"
+    worker = CeleryWorker(
+        app=host.name,
+        queue=queue,
+        log_dir=tmp_path,
+        name="worker",
+        pool="solo",
+        cwd=host.root,
+        environ=host.env,
+        bin=extras.root / "bin",
+    )
     try:
         settings = host.root / host.name / "settings.py"
         settings.write_text(
@@ -251,15 +259,7 @@ def test_the_extras_serve_an_agent_and_run_a_worker(
             + f"CELERY_BROKER_URL = {broker!r}\n"
             + f"CELERY_TASK_DEFAULT_QUEUE = {queue!r}\n"
         )
-        with log.open("wb") as out:
-            worker = subprocess.Popen(
-                [
-                    str(extras.root / "bin" / "celery"), "-A", host.name, "worker", "--pool=solo",
-                    "--loglevel=INFO", "--without-gossip", "--without-mingle", "-Q", queue,
-                ],
-                cwd=host.root, env=host.env, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        _wait(lambda: "ready." in log.read_text(errors="replace"), worker, log, 60)
+        worker.start()  # waits for its "ready." line
         started = host.manage(
             "shell",
             "-c",
@@ -271,22 +271,19 @@ def test_the_extras_serve_an_agent_and_run_a_worker(
             with sqlite3.connect(host.root / "db.sqlite3") as db:
                 return db.execute("SELECT kind, status FROM nitro_assistants_review").fetchall()
 
-        _wait(held, worker, log, 60)
+        _wait(held, worker, 60)
         assert held() == [("tool_calls", "pending")]
         with sqlite3.connect(host.root / "db.sqlite3") as db:
             (payload,) = db.execute("SELECT payload FROM nitro_assistants_review").fetchone()
         assert json.loads(payload)["tool_calls"][0]["name"] == "reschedule_appointment"
     finally:
-        if worker is not None:
-            worker.terminate()
-            worker.wait(timeout=30)
+        worker.stop(timeout=30)
 
 
-def _wait(
-    predicate: Callable[[], object], worker: subprocess.Popen[bytes], log: Path, timeout: float
-) -> None:
+def _wait(predicate: Callable[[], object], worker: CeleryWorker, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
-        if worker.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"worker log:\n{log.read_text(errors='replace')[-4000:]}")
+        exited = worker.process is None or worker.process.poll() is not None
+        if exited or time.monotonic() > deadline:
+            raise AssertionError(f"worker log:\n{worker.log()[-4000:]}")
         time.sleep(0.25)

@@ -18,9 +18,9 @@ import requests
 import yaml
 from langchain_core.messages import HumanMessage, ToolMessage
 
+from nitro_assistants.testing.launchers import free_port
 from reviewsite.agent import script
 from reviewsite.agent.graph import DemoChatModel
-from tests.langgraph_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -9,9 +10,16 @@ from django.db import InterfaceError, OperationalError
 
 import nitro_assistants
 
+#: While set, what gives the assistant of a key instead of the configured clients: a test
+#: double's, set and put back by :func:`nitro_assistants.testing.fake_assistants`.
+stand_in: Callable[[str], Any] | None = None
+
 
 def assistant_for(assistant_key: str) -> Any:
-    """The :class:`~nitro_assistants.client.Assistant` configured under ``assistant_key``."""
+    """The :class:`~nitro_assistants.client.Assistant` configured under ``assistant_key`` (or
+    the stand-in :func:`nitro_assistants.testing.fake_assistants` installed)."""
+    if stand_in is not None:
+        return stand_in(assistant_key)
     return nitro_assistants.assistants()[assistant_key]
 
 

@@ -14,6 +14,7 @@ from nitro_assistants.admin import metrics
 from nitro_assistants.exceptions import ThreadStateError
 from nitro_assistants.models import Decision, Event, Review, Run
 from nitro_assistants.services.audit import record_event
+from nitro_assistants.testing import FakeAssistant, fake_assistants
 from tests.admin.conftest import make_reply_review, make_tool_review
 from tests.factories import DecisionFactory, DeliveryFactory, RunFactory
 
@@ -43,35 +44,17 @@ def test_thread_page_shows_conversation_runs_reviews_deliveries_and_events(
     assert "Sync from server" in html
 
 
-class FakeAssistant:
-    def __init__(self, messages: list[dict[str, Any]], fail: bool = False) -> None:
-        self.messages = messages
-        self.fail = fail
-
-    def thread_state(self, thread_id: str) -> dict[str, Any]:
-        if self.fail:
-            raise ThreadStateError("Server answered 500: boom")
-        return {"values": {"messages": self.messages}, "next": []}
-
-    def under_review(self, thread_id: str) -> None:
-        return None
-
-
-def test_sync_from_server_mirrors_the_thread(
-    reviewer_client: Client, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sync_from_server_mirrors_the_thread(reviewer_client: Client) -> None:
     review = make_tool_review()
     messages = [
         *review.thread.messages,
         {"type": "tool", "id": "t1", "name": "reschedule_appointment", "content": "moved"},
         {"type": "ai", "id": "a2", "content": "Done! moved"},
     ]
-    monkeypatch.setattr(
-        "nitro_assistants.services.clients.assistant_for", lambda key: FakeAssistant(messages)
-    )
-    response = reviewer_client.post(
-        f"/admin/nitro_assistants/thread/{review.thread_id}/sync/", follow=True
-    )
+    with fake_assistants(FakeAssistant(state={"values": {"messages": messages}, "next": []})):
+        response = reviewer_client.post(
+            f"/admin/nitro_assistants/thread/{review.thread_id}/sync/", follow=True
+        )
     assert "Thread synced from the server." in [str(m) for m in get_messages(response.wsgi_request)]
     review.refresh_from_db()
     assert review.status == Review.Status.SUPERSEDED  # the pause vanished on the server
@@ -79,19 +62,15 @@ def test_sync_from_server_mirrors_the_thread(
     assert "Done! moved" in response.content.decode()
 
 
-def test_sync_action_reports_failures(
-    reviewer_client: Client, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sync_action_reports_failures(reviewer_client: Client) -> None:
     review = make_tool_review()
-    monkeypatch.setattr(
-        "nitro_assistants.services.clients.assistant_for",
-        lambda key: FakeAssistant([], fail=True),
-    )
-    response = reviewer_client.post(
-        "/admin/nitro_assistants/thread/",
-        {"action": "sync_selected", "_selected_action": [review.thread_id]},
-        follow=True,
-    )
+    down = FakeAssistant(raises={"thread_state": ThreadStateError("Server answered 500: boom")})
+    with fake_assistants(down):
+        response = reviewer_client.post(
+            "/admin/nitro_assistants/thread/",
+            {"action": "sync_selected", "_selected_action": [review.thread_id]},
+            follow=True,
+        )
     messages = [str(m) for m in get_messages(response.wsgi_request)]
     assert messages == [
         f"Could not sync thread {review.thread.thread_id}: Server answered 500: boom"

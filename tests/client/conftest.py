@@ -6,7 +6,7 @@ from collections.abc import Callable
 import pytest
 
 from nitro_assistants.client import Assistants
-from tests.langgraph_server import LangGraphServer
+from nitro_assistants.testing.launchers import LangGraphServer
 
 
 @pytest.fixture

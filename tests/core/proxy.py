@@ -6,7 +6,7 @@ import contextlib
 import socket
 import threading
 
-from tests.langgraph_server import free_port
+from nitro_assistants.testing.launchers import free_port
 
 
 class Proxy:

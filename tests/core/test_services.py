@@ -11,7 +11,8 @@ from django.utils import timezone
 from nitro_assistants import services
 from nitro_assistants.exceptions import ReviewSupersededError, RunError, ThreadResumptionError
 from nitro_assistants.models import Decision, Delivery, Event, Review, Run, Thread
-from tests.core.conftest import FakeAssistant, reply_review, result, sent, tool_review
+from nitro_assistants.testing import FakeAssistant, reply_review, run_result
+from tests.core.conftest import sent, tool_review
 from tests.factories import DeliveryFactory, ReviewFactory, ThreadFactory
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +48,7 @@ def test_execute_run_mirrors_a_pause_once(
 ) -> None:
     run = services.start_run("walkthrough", "Can I move my appointment?")
     pause = tool_review()
-    fake_assistant.results = [result(pause)]
+    fake_assistant.results = [run_result(pause)]
     with django_capture_on_commit_callbacks(execute=True):
         services.execute_run(run.pk)
         services.execute_run(run.pk)  # delivered twice: finished runs are left alone
@@ -190,7 +191,7 @@ def test_decide_records_then_resumes_once(
     with pytest.raises(services.ReviewNotPendingError, match="already decided"):
         services.decide(review, admin_user, {"reply": {"action": "approve"}})
 
-    fake_assistant.results = [result(messages=[{"type": "ai", "id": "ai-2", "content": "x"}])]
+    fake_assistant.results = [run_result(messages=[{"type": "ai", "id": "ai-2", "content": "x"}])]
     services.execute_resume(decision.pk)
     services.execute_resume(decision.pk)  # redelivered: applied already
     assert len(fake_assistant.called("review")) == 1

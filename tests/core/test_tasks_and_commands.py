@@ -13,7 +13,8 @@ import nitro_assistants
 from nitro_assistants import services, tasks
 from nitro_assistants.exceptions import RunError
 from nitro_assistants.models import Delivery, Review, Run, Thread
-from tests.core.conftest import FakeAssistant, reply_review, sent
+from nitro_assistants.testing import FakeAssistant, reply_review
+from tests.core.conftest import sent
 from tests.factories import DeliveryFactory, ThreadFactory
 
 

@@ -9,13 +9,14 @@ import pytest
 import nitro_assistants
 from nitro_assistants import services, tasks
 from nitro_assistants.models import Decision, Delivery, Review, Run, Thread
-from tests.core.conftest import Worker, wait_for
+from nitro_assistants.testing.launchers import CeleryWorker
+from tests.core.conftest import wait_for
 
 pytestmark = [pytest.mark.server, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def assistant(server_settings: Any, celery_worker: Worker) -> Any:
+def assistant(server_settings: Any, celery_worker: CeleryWorker) -> Any:
     return nitro_assistants.assistants()["walkthrough"]
 
 
@@ -82,7 +83,7 @@ def test_full_loop_through_celery(assistant: Any, admin_user: Any) -> None:
         assert verbs.count(verb) == count, verbs
 
 
-def test_tasks_delivered_twice_act_once(assistant: Any, celery_worker: Worker) -> None:
+def test_tasks_delivered_twice_act_once(assistant: Any, celery_worker: CeleryWorker) -> None:
     runs_done = celery_worker.finished("nitro_assistants.run_thread")
     resumes_done = celery_worker.finished("nitro_assistants.resume_thread")
     run = services.start_run("walkthrough", "Can I move my appointment to Tuesday?")
@@ -124,7 +125,7 @@ def test_tasks_delivered_twice_act_once(assistant: Any, celery_worker: Worker) -
 
 
 def test_server_down_during_a_resume_is_retried_until_applied(
-    assistant: Any, server_settings: Any, celery_worker: Worker
+    assistant: Any, server_settings: Any, celery_worker: CeleryWorker
 ) -> None:
     earlier = len(celery_worker.retry_delays("nitro_assistants.resume_thread"))
     run = services.start_run("walkthrough", "Can I move my appointment to Tuesday?")

@@ -22,8 +22,8 @@ import pytest
 import redis
 
 from nitro_assistants import signals
+from nitro_assistants.testing.launchers import CeleryWorker, LangGraphServer
 from tests.docs.markdown import ROOT, Block, all_blocks
-from tests.langgraph_server import LangGraphServer
 
 #: The names of the blocks the tests below run.
 RUN_HERE = {
@@ -35,6 +35,8 @@ RUN_HERE = {
     "agent-graph",
     "agent-config",
     "receiver",
+    "testing-fixture",
+    "testing-example",
 }
 BIN = Path(sys.executable).parent
 
@@ -177,25 +179,15 @@ def test_the_host_project_runs_a_turn_as_pasted(
     migrated = manage(host_project, env, "migrate", "--no-input")
     assert migrated.returncode == 0, migrated.stdout + migrated.stderr
 
-    log = (host_project / "worker.log").open("w")
-    worker = subprocess.Popen(
-        [
-            str(BIN / "celery"),
-            "-A",
-            "proj",
-            "worker",
-            "--pool=solo",
-            "-l",
-            "info",
-            "--without-mingle",
-            "--without-gossip",
-        ],
+    worker = CeleryWorker(
+        app="proj",
+        queue="celery",  # the host project's default
+        log_dir=host_project,
+        name="worker",
+        pool="solo",
         cwd=host_project,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+        environ=env,
+    ).start()
     try:
         started = manage(host_project, env, "shell", "-c", named_blocks()["host-start-run"].code)
         assert started.returncode == 0, started.stdout + started.stderr
@@ -214,9 +206,26 @@ def test_the_host_project_runs_a_turn_as_pasted(
             if not status.startswith(("queued", "running")) or time.monotonic() > deadline:
                 break
             time.sleep(1)
-        worker_log = (host_project / "worker.log").read_text()[-3000:]
-        assert status == "interrupted tool_calls ['reschedule_appointment']", worker_log
+        assert status == "interrupted tool_calls ['reschedule_appointment']", worker.log_tail()
     finally:
-        os.killpg(worker.pid, 15)
-        worker.wait(timeout=30)
-        log.close()
+        worker.stop(timeout=30)
+
+
+def test_the_testing_example_passes_in_the_host_project(host_project: Path) -> None:
+    """README "Testing your project": its conftest.py and test, pasted into the host project and
+    run with pytest there; nothing listens at ASSISTANTS_URL, so only the fake can answer."""
+    blocks = named_blocks()
+    (host_project / "conftest.py").write_text(blocks["testing-fixture"].code)
+    (host_project / "test_refund.py").write_text(blocks["testing-example"].code)
+    env = host_env(ASSISTANTS_URL="http://127.0.0.1:9", VC_KEY="k", VC_ASSISTANT_ID="agent")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--ds=proj.settings"],
+        cwd=host_project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout, done.stdout

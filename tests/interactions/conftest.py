@@ -17,7 +17,8 @@ from nitro_assistants import operations, services, tasks
 from nitro_assistants.client import PendingReview
 from nitro_assistants.models import ApiKey, Review, Thread
 from nitro_assistants.services.mirror import mirror_pending
-from tests.core.conftest import FakeAssistant, celery_worker, proxy, server_settings
+from nitro_assistants.testing import FakeAssistant, fake_assistants
+from tests.core.conftest import celery_worker, proxy, server_settings
 
 __all__ = ["celery_worker", "proxy", "server_settings"]
 
@@ -88,10 +89,9 @@ DAY_FIELD = {
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeAssistant:
-    fake = FakeAssistant()
-    monkeypatch.setattr("nitro_assistants.services.clients.assistant_for", lambda key: fake)
-    return fake
+def fake() -> Iterator[FakeAssistant]:
+    with fake_assistants() as fake:
+        yield fake
 
 
 @pytest.fixture

@@ -6,13 +6,14 @@
   never the machine's Redis; ``broker`` points this process's Celery app at it;
 - ``start_worker``: Celery worker processes (killed with SIGKILL by some tests), each with its
   own log and a log of the signals it sent.
+
+The processes are the package's launchers (nitro_assistants/testing/launchers.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,9 +24,9 @@ import pytest
 import requests
 from django.db import connection
 
+from nitro_assistants.testing.launchers import CeleryWorker, LangGraphServer, RedisServer
 from tests.celery_app import app as celery_app
-from tests.langgraph_server import LangGraphServer
-from tests.reliability.processes import CeleryWorker, RedisServer
+from tests.conftest import ROOT
 
 GRAPHS = Path(__file__).parent / "graphs.py"
 SLOW_SECONDS = 3.0  # tests/reliability/graphs.py: the slow model and tool
@@ -55,6 +56,7 @@ def lg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangGraphSer
     server = LangGraphServer(
         workdir=tmp_path_factory.mktemp("rel-langgraph"),
         graphs={name: f"{GRAPHS}:{name}" for name in ("slow", "tools", "walkthrough", "plain")},
+        dependencies=[str(ROOT)],
     )
     server.start()
     try:
@@ -76,10 +78,7 @@ def server(lg_server: LangGraphServer) -> Iterator[LangGraphServer]:
 def crash(server: LangGraphServer) -> None:
     """SIGKILL the server: no graceful drain, nothing written to ``.langgraph_api`` since its last
     periodic flush (every 10 s)."""
-    if server.process is not None:
-        os.killpg(server.process.pid, signal.SIGKILL)
-        server.process.wait(timeout=10)
-        server.process = None
+    server.kill()
 
 
 def remote_runs(server: LangGraphServer, thread: Any, **match: str) -> list[dict[str, Any]]:
@@ -159,6 +158,26 @@ def test_db_name(django_db_setup: None, django_db_blocker: Any) -> str:
         return str(connection.settings_dict["NAME"])
 
 
+class Worker(CeleryWorker):
+    """A worker of ``tests.reliability.worker_app``, which logs every nitro_assistants signal
+    it sends (JSON lines in :attr:`signal_log`), so a test can count them across processes."""
+
+    @property
+    def signal_log(self) -> Path:
+        return self.log_dir / f"{self.name}.signals.jsonl"
+
+    def environment(self) -> dict[str, str]:
+        return {"NITRO_REL_SIGNAL_LOG": str(self.signal_log), **super().environment()}
+
+    def signals(self, name: str | None = None) -> list[dict[str, str]]:
+        try:
+            lines = self.signal_log.read_text().splitlines()
+        except OSError:
+            return []
+        sent = [json.loads(line) for line in lines if line.strip()]
+        return [s for s in sent if name is None or s["signal"] == name]
+
+
 @pytest.fixture
 def start_worker(
     broker: RedisServer,
@@ -166,23 +185,31 @@ def start_worker(
     server: LangGraphServer,
     test_db_name: str,
     tmp_path: Path,
-) -> Iterator[Callable[..., CeleryWorker]]:
+) -> Iterator[Callable[..., Worker]]:
     """``start_worker(pool=, concurrency=, **env)``: a worker on the suite's broker, queue,
     database and server."""
-    workers: list[CeleryWorker] = []
+    workers: list[Worker] = []
 
     def start(
         broker_url: str | None = None, pool: str = "threads", concurrency: int = 4, **env: str
-    ) -> CeleryWorker:
-        worker = CeleryWorker(
+    ) -> Worker:
+        worker = Worker(
+            app="tests.reliability.worker_app",
+            settings="tests.reliability.settings",
+            queue=queue,
+            log_dir=tmp_path / "workers",
             pool=pool,
             concurrency=concurrency,
-            log_dir=tmp_path / "workers",
-            broker_url=broker_url or broker.url,
-            queue=queue,
-            db_name=test_db_name,
-            assistants_url=server.url,
-            env=env,
+            loglevel="DEBUG",
+            cwd=ROOT,
+            name=f"rel-{uuid.uuid4().hex[:8]}",
+            env={
+                "NITRO_TEST_DB_NAME": test_db_name,
+                "NITRO_TEST_BROKER_URL": broker_url or broker.url,
+                "NITRO_TEST_QUEUE": queue,
+                "NITRO_TEST_ASSISTANTS_URL": server.url,
+                **env,
+            },
         )
         workers.append(worker)
         return worker.start()

@@ -17,7 +17,7 @@ would reach one), no broker (decisions enqueue on commit, which never comes in t
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +31,8 @@ from django.urls import URLPattern
 
 from nitro_assistants.api import urls as api_urls
 from nitro_assistants.models import ApiKey, Decision, Event, Review, Thread
+from nitro_assistants.testing import FakeAssistant, fake_assistants
 from tests.admin.conftest import VIEW_PERMISSIONS, make_tool_review, stamp
-from tests.core.conftest import FakeAssistant
 from tests.factories import DecisionFactory, DeliveryFactory, RunFactory
 from tests.interactions.conftest import QUESTIONS, assert_error
 
@@ -415,10 +415,9 @@ def world(fake: FakeAssistant) -> World:
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeAssistant:
-    fake = FakeAssistant()
-    monkeypatch.setattr("nitro_assistants.services.clients.assistant_for", lambda key: fake)
-    return fake
+def fake() -> Iterator[FakeAssistant]:
+    with fake_assistants() as fake:
+        yield fake
 
 
 def observe(case: Case, world: World, users: dict[str, User | None]) -> dict[str, Any]:

@@ -24,8 +24,8 @@ import redis
 
 from nitro_assistants import services
 from nitro_assistants.models import Run
+from nitro_assistants.testing.launchers import CeleryWorker, RedisServer
 from tests.reliability.conftest import celery_broker, remote_runs, wait_for
-from tests.reliability.processes import CeleryWorker, RedisServer
 
 pytestmark = [pytest.mark.server, pytest.mark.django_db(transaction=True)]
 
@@ -34,6 +34,11 @@ QUEUED = 5
 KNOWN_CRASH = (
     "Unrecoverable error: AttributeError(\"'NoneType' object has no attribute 'hostname'\")"
 )
+
+
+def queued(server: RedisServer, queue: str) -> int:
+    """Tasks waiting in ``queue`` on ``server`` (a Redis list)."""
+    return int(redis.Redis.from_url(server.url, socket_timeout=5).llen(queue))
 
 
 def all_succeeded(runs: list[Run]) -> bool:
@@ -45,10 +50,10 @@ def state(broker: RedisServer, queue: str, worker: CeleryWorker) -> str:
     """What a timed-out wait reports: the runs, the queue and the worker's last lines."""
     statuses = sorted(Run.objects.values_list("status", flat=True))
     try:
-        queued = broker.client().llen(queue)
+        waiting: int | str = queued(broker, queue)
     except redis.RedisError as error:
-        queued = f"unreadable ({error})"
-    return f"runs: {statuses}\nqueue {queue}: {queued}\nworker log:\n{worker.log_tail(120)}"
+        waiting = f"unreadable ({error})"
+    return f"runs: {statuses}\nqueue {queue}: {waiting}\nworker log:\n{worker.log_tail(120)}"
 
 
 def supervised(worker: CeleryWorker, done: Callable[[], bool]) -> Callable[[], bool]:
@@ -77,10 +82,10 @@ def test_redis_killed_with_tasks_queued_loses_none(
     nitro_settings: Any, broker: RedisServer, queue: str, start_worker: Any, server: Any
 ) -> None:
     runs = [services.start_run("plain", f"reply: queued {i}") for i in range(QUEUED)]
-    assert broker.client().llen(queue) == QUEUED  # no worker yet: all waiting in Redis
+    assert queued(broker, queue) == QUEUED  # no worker yet: all waiting in Redis
     broker.kill()
     broker.start()  # same port and directory: the append-only file is replayed
-    assert broker.client().llen(queue) == QUEUED
+    assert queued(broker, queue) == QUEUED
 
     worker = start_worker()
     wait_for(lambda: all_succeeded(runs), 30, explain=lambda: state(broker, queue, worker))
@@ -162,10 +167,10 @@ def test_redis_without_persistence_loses_the_queue_and_requeue_stale_recovers(
     try:
         with celery_broker(volatile.url, queue):
             runs = [services.start_run("plain", f"reply: queued {i}") for i in range(QUEUED)]
-            assert volatile.client().llen(queue) == QUEUED
+            assert queued(volatile, queue) == QUEUED
             volatile.kill()
             volatile.start()
-            assert volatile.client().llen(queue) == 0  # the broker lost every queued task
+            assert queued(volatile, queue) == 0  # the broker lost every queued task
 
             worker = start_worker(broker_url=volatile.url)
             nitro_settings.NITRO_ASSISTANTS = {

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +22,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from nitro_assistants.models import ApiKey
-from tests.core.conftest import FakeAssistant
+from nitro_assistants.testing import FakeAssistant, fake_assistants
 from tests.interactions.conftest import assert_error
 from tests.reliability.test_permission_matrix import (
     CASES,
@@ -54,10 +54,9 @@ def secret_settings(settings: Any) -> Any:
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeAssistant:
-    fake = FakeAssistant()
-    monkeypatch.setattr("nitro_assistants.services.clients.assistant_for", lambda key: fake)
-    return fake
+def fake() -> Iterator[FakeAssistant]:
+    with fake_assistants() as fake:
+        yield fake
 
 
 class Pages:
