@@ -42,6 +42,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("tasks", ("nitro_assistants.tasks",)),
     ("services", ("nitro_assistants.services",)),
+    # Reading the mirror without changing it, for the admin and the API alike.
+    ("readers", ("nitro_assistants.conversation",)),
     # ``nitro_assistants`` itself: the ``assistants()`` registry accessor and ``operation``.
     ("the package's facade", (PACKAGE,)),
     (

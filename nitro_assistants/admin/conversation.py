@@ -1,4 +1,5 @@
-"""What a reviewer reads: the mirrored conversation cut at the held call, and short summaries.
+"""What a reviewer reads in the admin: the mirrored conversation cut at the held call
+(:mod:`nitro_assistants.conversation`), drawn as the templates want it, and short summaries.
 
 Everything here returns plain data (strings, dicts); templates escape it. Nothing builds HTML.
 """
@@ -10,18 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nitro_assistants.client.results import message_text
+from nitro_assistants.conversation import held_call_ids, held_messages, role_of
 from nitro_assistants.models import Review
-
-ROLES = {
-    "human": "human",
-    "user": "human",
-    "ai": "ai",
-    "assistant": "ai",
-    "AIMessage": "ai",
-    "AIMessageChunk": "ai",
-    "tool": "tool",
-    "system": "system",
-}
 
 
 def pretty_json(value: Any) -> str:
@@ -64,7 +55,7 @@ class ShownMessage:
 
 
 def show_message(message: dict[str, Any], held_ids: frozenset[str] = frozenset()) -> ShownMessage:
-    role = ROLES.get(str(message.get("type") or message.get("role") or ""), "system")
+    role = role_of(message)
     calls = [
         ShownCall(
             id=str(call.get("id") or ""),
@@ -95,44 +86,11 @@ def show_message(message: dict[str, Any], held_ids: frozenset[str] = frozenset()
     )
 
 
-def _index_of(messages: list[dict[str, Any]], message_id: Any) -> int | None:
-    if not message_id:
-        return None
-    for index, message in enumerate(messages):
-        if message.get("id") == message_id:
-            return index
-    return None
-
-
 def held_conversation(review: Review) -> list[ShownMessage]:
-    """The thread's mirrored messages up to what ``review`` holds.
-
-    Tool calls: up to and including the AI message that made the held calls (found by call id,
-    else the message after ``previous_message_id``). Reply: the messages before the draft; the
-    draft itself is shown by the reply form. The snapshot may have moved on since the pause, so
-    the cut is by id, never by position from the end.
-    """
-    messages = [m for m in review.thread.messages if isinstance(m, dict)]
-    if review.kind == Review.Kind.TOOL_CALLS:
-        held_ids = frozenset(str(call.get("id")) for call in review.tool_calls)
-        end = None
-        for index, message in enumerate(messages):
-            ids = {str(c.get("id")) for c in message.get("tool_calls") or [] if isinstance(c, dict)}
-            if ids & held_ids:
-                end = index + 1
-                break
-        if end is None and review.tool_calls:
-            previous = _index_of(messages, review.tool_calls[0].get("previous_message_id"))
-            if previous is not None:
-                end = min(previous + 2, len(messages))
-        return [show_message(m, held_ids) for m in messages[:end]]
-    if review.kind == Review.Kind.REPLY:
-        draft = review.reply or {}
-        end = _index_of(messages, draft.get("message_id"))
-        if end is None and messages and ROLES.get(str(messages[-1].get("type"))) == "ai":
-            end = len(messages) - 1
-        return [show_message(m) for m in messages[:end]]
-    return [show_message(m) for m in messages]
+    """The conversation up to what ``review`` holds (:func:`nitro_assistants.conversation.
+    held_messages`), the held calls marked."""
+    held = held_call_ids(review)
+    return [show_message(m, held) for m in held_messages(review)]
 
 
 def held_summary(review: Review) -> str:
