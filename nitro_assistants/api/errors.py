@@ -7,7 +7,13 @@ from typing import Any
 
 from django.http import JsonResponse
 
-from nitro_assistants.exceptions import NitroAssistantsError
+from nitro_assistants.exceptions import (
+    InteractionConflictError,
+    InteractionDecisionError,
+    InteractionForbiddenError,
+    NitroAssistantsError,
+    ThreadResumptionError,
+)
 
 CODES = (
     "invalid_json",
@@ -63,3 +69,18 @@ class ApiError(NitroAssistantsError):
         for name, value in self.headers.items():
             response[name] = value
         return response
+
+
+def refused(error: ThreadResumptionError, *, field: str | None = None) -> ApiError:
+    """The answer to a decision ``services.decide`` refused, for every endpoint that decides:
+    409 ``conflict`` (stale: another revision or digest, or decided already), 403 ``forbidden``,
+    400 ``invalid_json`` (the decision does not fit). ``details.field`` is the field the service
+    named (none for the body as a whole); the client's own check of held calls or a reply names
+    none, so the caller says which part of the body it was (``field``)."""
+    where = (error.field or None) if isinstance(error, InteractionDecisionError) else field
+    issues = error.issues if isinstance(error, InteractionDecisionError) else None
+    if isinstance(error, InteractionConflictError):
+        return ApiError(409, "conflict", str(error), field=where, issues=issues)
+    if isinstance(error, InteractionForbiddenError):
+        return ApiError(403, "forbidden", str(error), field=where, issues=issues)
+    return ApiError(400, "invalid_json", str(error), field=where, issues=issues)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from nitro_assistants.api import views
+from nitro_assistants.api import reviews, views
 
 app_name = "nitro_assistants_api"
 
@@ -21,6 +21,9 @@ urlpatterns = [
         name="interaction",
     ),
     path("sessions/<str:session_id>/events", views.events, name="events"),
+    path("reviews", reviews.reviews, name="reviews"),
+    path("reviews/<str:review_id>", reviews.review, name="review"),
+    path("reviews/<str:review_id>/decide", reviews.decide, name="review_decide"),
     path("openapi.json", views.openapi, name="openapi"),
     # Anything else under the prefix answers 404 in the envelope too, not Django's HTML page.
     re_path(r"^(?P<rest>.*)$", views.not_found, name="not_found"),

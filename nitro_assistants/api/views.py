@@ -17,13 +17,9 @@ from django.views.decorators.csrf import csrf_exempt
 
 from nitro_assistants import rules, services
 from nitro_assistants.api.auth import authenticate, throttle
-from nitro_assistants.api.errors import REQUEST_ID_HEADER, ApiError
+from nitro_assistants.api.errors import REQUEST_ID_HEADER, ApiError, refused
 from nitro_assistants.api.openapi import openapi_document
-from nitro_assistants.exceptions import (
-    InteractionConflictError,
-    InteractionDecisionError,
-    InteractionForbiddenError,
-)
+from nitro_assistants.exceptions import ThreadResumptionError
 from nitro_assistants.models import Event, Review, Thread
 from nitro_assistants.rules import MAX_ID
 from nitro_assistants.services.clients import is_transient
@@ -179,10 +175,6 @@ def _json_body(request: HttpRequest) -> Any:
     return body
 
 
-def _invalid(error: InteractionDecisionError) -> ApiError:
-    return ApiError(400, "invalid_json", str(error), field=error.field, issues=error.issues)
-
-
 @endpoint("POST")
 def decide(request: HttpRequest, user: Any, session_id: str, interaction_id: str) -> HttpResponse:
     thread = _thread(session_id, user, deciding=True)
@@ -194,14 +186,8 @@ def decide(request: HttpRequest, user: Any, session_id: str, interaction_id: str
     try:
         body = rules.clean_body(_json_body(request))
         services.decide(review, user, body, via="api")
-    except InteractionConflictError as error:
-        raise ApiError(409, "conflict", str(error), field=error.field) from None
-    except InteractionForbiddenError as error:
-        raise ApiError(
-            403, "forbidden", str(error), field=error.field, issues=error.issues
-        ) from None
-    except InteractionDecisionError as error:
-        raise _invalid(error) from None
+    except ThreadResumptionError as error:
+        raise refused(error) from None
     decided = latest_revision(thread.pk, interaction_id)
     assert decided is not None
     return JsonResponse(describe(decided))

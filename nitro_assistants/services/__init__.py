@@ -13,6 +13,7 @@ from nitro_assistants.services.plans import execute_plan_step, requeue_stale_ste
 from nitro_assistants.services.recovery import requeue_stale
 from nitro_assistants.services.reviews import (
     collect_run,
+    decidable_by,
     decide,
     execute_resume,
     fail_resume,
@@ -29,6 +30,7 @@ from nitro_assistants.services.sync import sync_thread
 __all__ = [
     "ReviewNotPendingError",
     "collect_run",
+    "decidable_by",
     "decide",
     "execute_plan_step",
     "execute_resume",

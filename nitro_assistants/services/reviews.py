@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from nitro_assistants import rules, signals
@@ -97,6 +98,21 @@ def may_decide(user: Any, review: Review, via: Channel) -> bool:
     if review.kind in rules.INTERACTION_KINDS:
         return opener or (via == "admin" and user.has_perm(DECIDE_PERMISSION))
     return bool(user.has_perm(DECIDE_PERMISSION))
+
+
+def decidable_by(user: Any, via: Channel) -> Q:
+    """:func:`may_decide` as a query filter on reviews: the ones ``user`` may decide through
+    ``via`` (a queue to list them). The same rule, so a listed review is one they may decide."""
+    if via is None:
+        return ~Q(pk__in=[])
+    if not getattr(user, "is_authenticated", False):
+        return Q(pk__in=[])
+    opened = Q(kind__in=rules.INTERACTION_KINDS, thread__opened_by_id=user.pk)
+    if not user.has_perm(DECIDE_PERMISSION):
+        return opened
+    if via == "admin":
+        return ~Q(pk__in=[])
+    return opened | ~Q(kind__in=rules.INTERACTION_KINDS)
 
 
 def _forbidden(review: Review, via: Channel) -> InteractionForbiddenError:
