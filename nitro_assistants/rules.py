@@ -262,6 +262,10 @@ def clean_review_decision(pending: PendingReview, body: Mapping[str, Any]) -> di
     note = body.get("note", "")
     if not isinstance(note, str) or len(note) > MAX_NOTE:
         raise _invalid("note", f"`note` must be a string of at most {MAX_NOTE} characters")
+    if reply is not None:
+        _check_part(reply, "reply", REPLY_FIELDS)
+    for index, item in enumerate(tool_calls or []):
+        _check_part(item, f"tool_calls[{index}]", TOOL_CALL_FIELDS)
     build_resume(
         pending,
         reply=reply,
@@ -287,6 +291,24 @@ def clean_review_decision(pending: PendingReview, body: Mapping[str, Any]) -> di
             kept["message"] = str(item["message"])
         items.append(kept)
     return {"reply": None, "tool_calls": items, "note": note.strip()}
+
+
+#: What one held call's decision, and a reply's, may hold.
+TOOL_CALL_FIELDS: Final = ("id", "action", "args", "message")
+REPLY_FIELDS: Final = ("action", "content", "message")
+
+
+def _check_part(part: Mapping[str, Any], field: str, fields: Sequence[str]) -> None:
+    """One call's decision (or the reply's) holds only its fields, each of its type: a field the
+    action does not use is not dropped silently when it is wrong."""
+    unknown = sorted(set(part) - set(fields))
+    if unknown:
+        raise _invalid(f"{field}.{unknown[0]}", *(f"Unknown field `{name}`" for name in unknown))
+    if "args" in part and not isinstance(part["args"], Mapping):
+        raise _invalid(f"{field}.args", "`args` must be an object: the arguments to change")
+    for name in ("content", "message"):
+        if part.get(name) is not None and not isinstance(part[name], str):
+            raise _invalid(f"{field}.{name}", f"`{name}` must be a string")
 
 
 def approve_everything(kind: str, tool_calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
