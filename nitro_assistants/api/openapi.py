@@ -27,11 +27,11 @@ ERRORS = {
     "400": "Malformed JSON, or a field that is wrong (`details.field` names it, `details.issues` "
     "says what is wrong).",
     "401": "No valid credentials: sign in, or send a live API key.",
-    "403": "Not allowed: not the session's opener, a failed CSRF check, or missing permissions "
-    "(`details.issues` lists them).",
-    "404": "No such session or interaction.",
-    "409": "The revision or digest is not the pending one (`details.field`: `revision` or "
-    "`digest`).",
+    "403": "Not allowed: not the session's opener, no `decide_review` permission, a failed CSRF "
+    "check, or missing permissions (`details.issues` lists them).",
+    "404": "No such session, interaction or review (or one the caller may not see).",
+    "409": "Stale: the revision or digest is not the pending one, or the review was decided "
+    "already (`details.field`: `revision`, `digest` or `interrupt_id`).",
     "413": "The body is over 64 KiB.",
     "415": "The body is not `application/json`.",
     "429": "Too many requests for this key (`retryable`: true; see `Retry-After`).",
@@ -246,6 +246,314 @@ def _schemas() -> dict[str, Any]:
                 },
             },
         },
+        **_review_schemas(),
+    }
+
+
+def _stamp() -> dict[str, Any]:
+    return {
+        "revision": {"type": "integer", "minimum": 1, "maximum": MAX_REVISION},
+        "digest": {"type": "string", "minLength": 1, "maxLength": MAX_DIGEST},
+        "interrupt_id": {
+            "description": "Optional: the interrupt shown; another than the pending one is a 409."
+        },
+        "note": {"type": "string", "maxLength": MAX_NOTE},
+    }
+
+
+def _review_schemas() -> dict[str, Any]:
+    """The reviews endpoints': a review of any kind, its conversation, the decision bodies."""
+    nullable_text = {"type": ["string", "null"]}
+    text_or_null = {"type": ["string", "null"]}
+    review: dict[str, Any] = {
+        "type": "object",
+        "required": [
+            "id",
+            "kind",
+            "status",
+            "revision",
+            "digest",
+            "interruptIds",
+            "requestedAt",
+            "sessionId",
+            "assistant",
+            "tool_calls",
+            "reply",
+            "interaction",
+            "decision",
+        ],
+        "properties": {
+            "id": {"type": "integer", "minimum": 1},
+            "kind": {"type": "string", "enum": list(rules.KINDS)},
+            "status": {"type": "string", "enum": list(rules.statuses_for())},
+            "revision": {"type": "integer", "minimum": 1, "maximum": MAX_REVISION},
+            "digest": {"type": "string"},
+            "interruptIds": {"type": "array", "items": {"type": "string"}},
+            "requestedAt": {"type": "string", "format": "date-time"},
+            "sessionId": {"type": "string", "format": "uuid"},
+            "assistant": {"type": "string", "description": "The assistant's key (settings)."},
+            "tool_calls": {
+                "type": ["array", "null"],
+                "items": _ref("HeldToolCall"),
+                "description": "The held tool calls, on a tool_calls review.",
+            },
+            "reply": {
+                "oneOf": [_ref("ReplyDraft"), {"type": "null"}],
+                "description": "The reply draft, on a reply review.",
+            },
+            "interaction": {
+                "oneOf": [_ref("Interaction"), {"type": "null"}],
+                "description": "On a question, blueprint or plan: as the session endpoints show "
+                "it.",
+            },
+            "decision": {"oneOf": [_ref("ReviewDecision"), {"type": "null"}]},
+        },
+    }
+    detail = {
+        **review,
+        "required": [*review["required"], "conversation"],
+        "properties": {
+            **review["properties"],
+            "conversation": {
+                "type": "array",
+                "items": _ref("Message"),
+                "description": "The mirrored messages up to what the review holds (a reply "
+                "draft itself is `reply`).",
+            },
+        },
+    }
+    decision_parts = {
+        "ToolCallDecision": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["id", "action"],
+            "properties": {
+                "id": {"type": "string", "description": "A held call's id."},
+                "action": {
+                    "type": "string",
+                    "enum": list(rules.TOOL_CALL_ACTIONS),
+                    "description": "One of the call's `allowed_decisions`.",
+                },
+                "args": {
+                    "type": "object",
+                    "description": "With edit: the arguments to change (of those the call has).",
+                },
+                "message": {
+                    **text_or_null,
+                    "description": "With respond: the tool's result the assistant sees; with "
+                    "reject: why (recorded, not shown to the model).",
+                },
+            },
+        },
+        "ReplyDecision": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["action"],
+            "properties": {
+                "action": {"type": "string", "enum": list(rules.REPLY_ACTIONS)},
+                "content": {**text_or_null, "description": "With edit: the whole new text."},
+                "message": {**text_or_null, "description": "With reject: why."},
+            },
+        },
+        "ToolCallsDecisionRequest": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["revision", "digest", "tool_calls"],
+            "description": "A decision on held tool calls: one item per held call.",
+            "properties": {
+                **_stamp(),
+                "tool_calls": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": _ref("ToolCallDecision"),
+                },
+            },
+        },
+        "ReplyDecisionRequest": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["revision", "digest", "reply"],
+            "description": "A decision on a reply draft.",
+            "properties": {**_stamp(), "reply": _ref("ReplyDecision")},
+        },
+        "ReviewDecisionRequest": {
+            "description": "Held tool calls and a reply draft take their own body; a typed "
+            "interaction takes the interaction body (as the session decide endpoint).",
+            "oneOf": [
+                _ref("ToolCallsDecisionRequest"),
+                _ref("ReplyDecisionRequest"),
+                _ref("DecisionRequest"),
+            ],
+        },
+    }
+    return {
+        "HeldToolCall": {
+            "type": "object",
+            "required": ["id", "name", "args", "allowed_decisions"],
+            "properties": {
+                "id": {"type": "string"},
+                "name": {"type": "string"},
+                "args": {"type": "object"},
+                "allowed_decisions": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": list(rules.TOOL_CALL_ACTIONS)},
+                },
+            },
+        },
+        "ReplyDraft": {
+            "type": "object",
+            "required": ["content", "allowed_decisions", "description"],
+            "properties": {
+                "content": {"type": "string"},
+                "allowed_decisions": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": list(rules.REPLY_ACTIONS)},
+                },
+                "description": nullable_text,
+            },
+        },
+        "ReviewDecision": {
+            "type": "object",
+            "required": ["decidedBy", "decidedAt", "outcome", "error", "note"],
+            "description": "Who decided, when, what (`tool_calls`, `reply`, or an interaction's "
+            "`answer`: the resume value), and how it came out on the assistant's side.",
+            "properties": {
+                "decidedBy": {"type": "string"},
+                "decidedAt": {"type": "string", "format": "date-time"},
+                "outcome": {
+                    "type": "string",
+                    "enum": ["pending", "applied", "superseded", "failed"],
+                },
+                "error": nullable_text,
+                "note": nullable_text,
+                "tool_calls": {"type": ["array", "null"]},
+                "reply": {"type": ["object", "null"]},
+                "answer": {"type": ["object", "null"]},
+            },
+        },
+        "Message": {
+            "type": "object",
+            "required": ["role", "id", "text", "tool_calls", "tool_call_id", "name"],
+            "properties": {
+                "role": {"type": "string", "enum": ["human", "ai", "tool", "system"]},
+                "id": {"type": "string"},
+                "text": {"type": "string"},
+                "tool_calls": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["id", "name", "args", "held"],
+                        "properties": {
+                            "id": {"type": "string"},
+                            "name": {"type": "string"},
+                            "args": {"type": "object"},
+                            "held": {
+                                "type": "boolean",
+                                "description": "One of the calls this review holds.",
+                            },
+                        },
+                    },
+                },
+                "tool_call_id": nullable_text,
+                "name": nullable_text,
+            },
+        },
+        "Review": review,
+        "ReviewWithConversation": detail,
+        "ReviewPage": {
+            "type": "object",
+            "required": ["items", "next"],
+            "properties": {
+                "items": {"type": "array", "items": _ref("Review")},
+                "next": {
+                    "type": ["integer", "null"],
+                    "description": "Pass as `after` for the next page; null on the last.",
+                },
+            },
+        },
+        **decision_parts,
+    }
+
+
+REVIEW = {
+    "name": "reviewId",
+    "in": "path",
+    "required": True,
+    "description": "The review's id (`id` in the list).",
+    "schema": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+}
+
+
+def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "in": "query", "description": description, "schema": schema}
+
+
+def _review_paths(read_errors: dict[str, Any], decide_errors: dict[str, Any]) -> dict[str, Any]:
+    page = {"type": "integer", "minimum": 1, "maximum": 200}
+    return {
+        "/reviews": {
+            "get": {
+                "operationId": "listReviews",
+                "summary": "The reviews the caller may decide, oldest first, paginated",
+                "description": "Tool calls and replies when the caller holds "
+                "`nitro_assistants.decide_review`; interactions of the sessions they opened. "
+                "A filter value that names nothing is a 400 naming the filter.",
+                "parameters": [
+                    _query(
+                        "status",
+                        "Default `pending`.",
+                        {"type": "string", "enum": list(rules.statuses_for())},
+                    ),
+                    _query("kind", "", {"type": "string", "enum": list(rules.KINDS)}),
+                    _query(
+                        "assistant",
+                        "A configured assistant's key.",
+                        {"type": "string", "minLength": 1, "maxLength": 100},
+                    ),
+                    _query("thread", "A session id.", {"type": "string", "format": "uuid"}),
+                    _query("limit", "Default 50.", page),
+                    _query(
+                        "after",
+                        "Cursor: the `next` of the previous page.",
+                        {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                    ),
+                ],
+                "responses": {"200": _ok("One page.", _ref("ReviewPage")), **read_errors},
+            }
+        },
+        "/reviews/{reviewId}": {
+            "get": {
+                "operationId": "getReview",
+                "summary": "One review, with the conversation up to what it holds",
+                "description": "Open to those who may decide it and to holders of "
+                "`nitro_assistants.view_review`; anyone else gets a 404.",
+                "parameters": [REVIEW],
+                "responses": {
+                    "200": _ok("The review.", _ref("ReviewWithConversation")),
+                    **read_errors,
+                },
+            }
+        },
+        "/reviews/{reviewId}/decide": {
+            "post": {
+                "operationId": "decideReview",
+                "summary": "Decide a review of any kind on the revision and digest shown",
+                "description": "The same bodies and rules as the admin. Tool calls and replies "
+                "need `nitro_assistants.decide_review`; a typed interaction only its session's "
+                "opener decides. The same decision sent again by the same person answers "
+                "with the recorded one. The decision is recorded, then delivered in the "
+                "background. The response is the review decided.",
+                "parameters": [REVIEW],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref("ReviewDecisionRequest")}},
+                },
+                "responses": {
+                    "200": _ok("The review after the decision.", _ref("ReviewWithConversation")),
+                    **decide_errors,
+                },
+            }
+        },
     }
 
 
@@ -259,7 +567,8 @@ def openapi_document(server_url: str) -> dict[str, Any]:
             "title": "nitro_assistants decide API",
             "version": __version__,
             "description": "Read a session's typed interactions (questions, blueprints, plans) "
-            "and decide on the exact revision shown.",
+            "and decide on the exact revision shown; list, read and decide reviews of every "
+            "kind (held tool calls and reply drafts too).",
         },
         "servers": [{"url": server_url}],
         "security": [{"apiKey": []}, {"session": []}],
@@ -350,5 +659,6 @@ def openapi_document(server_url: str) -> dict[str, Any]:
                     "responses": {"200": _ok("One page.", _ref("EventPage")), **read_errors},
                 }
             },
+            **_review_paths(read_errors, decide_errors),
         },
     }

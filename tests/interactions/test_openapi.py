@@ -22,6 +22,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from nitro_assistants.api.errors import CODES
+from nitro_assistants.models import Decision
+from tests.admin.conftest import make_reply_review, make_tool_review
 from tests.interactions.conftest import BLUEPRINT, QUESTIONS, plan, step
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -56,6 +58,9 @@ def test_the_document_is_openapi_3_1_and_served(client: Any) -> None:
         "/sessions/{sessionId}/interactions",
         "/sessions/{sessionId}/interactions/{interactionId}",
         "/sessions/{sessionId}/events",
+        "/reviews",
+        "/reviews/{reviewId}",
+        "/reviews/{reviewId}/decide",
     }
 
 
@@ -99,7 +104,7 @@ def test_schemathesis_finds_no_server_error_and_only_enveloped_errors(
     def run(case: Any, real: Any) -> None:
         # Half the time aim at the real session (and one of its interactions), so requests get
         # past the 404s into authentication, validation, conflicts and decisions.
-        if real is not None and case.path_parameters:
+        if real is not None and "sessionId" in (case.path_parameters or {}):
             case.path_parameters["sessionId"] = session
             if "interactionId" in case.path_parameters:
                 case.path_parameters["interactionId"] = real.interaction_id
@@ -114,6 +119,77 @@ def test_schemathesis_finds_no_server_error_and_only_enveloped_errors(
 
     run()
     assert {200, 400, 404, 409} <= seen, seen
+
+
+def test_schemathesis_on_the_reviews_endpoints_reaches_decisions_of_every_kind(
+    interaction: Any,
+    opener: Any,
+    key: str,
+    grant: Any,
+    settings: Any,
+    fake: Any,
+    registered_operations: Any,
+    run_tasks_inline: Any,
+) -> None:
+    """The reviews endpoints with a caller who may decide tool calls and replies (and opened the
+    interactions' session): requests aimed at real reviews get past the 404s into validation,
+    conflicts and decisions."""
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "API_RATE_LIMIT": 0}
+    grant(opener, "nitro_assistants.decide_review")
+    reviews = [
+        *(make_tool_review() for _ in range(3)),
+        *(make_reply_review() for _ in range(3)),
+        interaction("question", QUESTIONS, interaction_id="q"),
+    ]
+    schema = schemathesis.openapi.from_wsgi(OPENAPI, WSGIHandler()).include(path_regex="^/reviews")
+    cases = st.one_of(
+        schema.as_strategy(generation_mode=GenerationMode.POSITIVE),
+        schema.as_strategy(generation_mode=GenerationMode.NEGATIVE),
+    )
+    checks = [
+        not_a_server_error,
+        error_envelope,
+        status_code_conformance,
+        content_type_conformance,
+        response_schema_conformance,
+    ]
+    seen: dict[str, set[int]] = {}
+
+    @hypothesis_settings(
+        max_examples=150,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=cases, real=st.sampled_from([None, *reviews]))
+    def run(case: Any, real: Any) -> None:
+        shown_id = (case.path_parameters or {}).get("reviewId")
+        negative = case.meta.generation.mode.is_negative
+        # Aim at a real review, unless the id is what a negative case got wrong (then an id that
+        # fits would make it a positive case).
+        fits = isinstance(shown_id, int) and not isinstance(shown_id, bool) and shown_id >= 1
+        if real is not None and shown_id is not None and (fits or not negative):
+            case.path_parameters["reviewId"] = real.pk
+            if isinstance(case.body, dict) and not negative:
+                # What the reader was shown: a decision that may fit (a negative case keeps
+                # what it got wrong).
+                case.body.update(revision=real.revision, digest=real.digest)
+                calls = case.body.get("tool_calls")
+                if isinstance(calls, list) and calls and isinstance(calls[0], dict):
+                    calls[0]["id"] = "call_1"  # the held call's id: a decision that may fit
+        extra = [negative_data_rejection] if negative else []
+        response = case.call_and_validate(
+            headers={**(case.headers or {}), "Authorization": f"Bearer {key}"},
+            checks=checks + extra,
+        )
+        seen.setdefault(case.operation.path, set()).add(response.status_code)
+
+    run()
+    assert {200, 400} <= seen["/reviews"], seen
+    assert {200, 404} <= seen["/reviews/{reviewId}"], seen
+    assert {200, 400, 404, 409} <= seen["/reviews/{reviewId}/decide"], seen
+    assert Decision.objects.filter(review__kind__in=["tool_calls", "reply"]).exists()
 
 
 def test_session_without_credentials_is_401_in_the_envelope(client: Any) -> None:
