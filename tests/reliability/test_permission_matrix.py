@@ -310,6 +310,22 @@ def api_cases() -> list[Case]:
              {"{revision}": "", **decide}, api=True, check="decided_by_opener"),
         Case("api:events", "sessions/<str:session_id>/events", "GET", f"{session}/events",
              api_expect(200, 200, 403), api=True),
+        # Reviews of every kind: tool calls need decide_review; an interaction, its opener
+        # (view_review reads any review; anyone else does not learn that it exists).
+        Case("api:reviews", "reviews", "GET", f"{API}/reviews",
+             api_expect(200, 200, 200), api=True, check="listed_decidable"),
+        Case("api:review", "reviews/<str:review_id>", "GET", f"{API}/reviews/{{review}}",
+             api_expect(404, 200, 404), api=True),
+        Case("api:review-question", "reviews/<str:review_id>", "GET",
+             f"{API}/reviews/{{question}}", api_expect(200, 200, 404), api=True),
+        Case("api:review-decide", "reviews/<str:review_id>/decide", "POST",
+             f"{API}/reviews/{{review}}/decide",
+             {**api_expect(404, 200, 404), LOOKER: 403},
+             {"{revision}": "review", "tool_calls": [{"id": "call_1", "action": "approve"}]},
+             api=True, check="decided_by_deciders"),
+        Case("api:review-decide-question", "reviews/<str:review_id>/decide", "POST",
+             f"{API}/reviews/{{question}}/decide", api_expect(200, 403, 404),
+             {"{revision}": "", **decide}, api=True, check="decided_by_opener"),
         Case("api:openapi", "openapi.json", "GET", f"{API}/openapi.json",
              api_expect(200, 200, 200, anonymous=200), api=True),
         Case("api:unknown", "^(?P<rest>.*)$", "GET", f"{API}/sessions", api_expect(404, 404, 404,
@@ -327,6 +343,7 @@ def fill(value: Any, world: World, caller: User | None = None) -> Any:
     names = {
         **{model: str(pk) for model, pk in world.pks.items()},
         "session": str(world.thread.thread_id),
+        "question": str(world.question.pk),
         "opener": str(world.opener.pk),
         "caller": str(caller.pk) if caller is not None else "",
     }
@@ -350,8 +367,10 @@ def request(
         return client.get(path, **headers)
     data = {key: fill(value, world, caller) for key, value in (case.data or {}).items()}
     if case.api:
-        if data.pop("{revision}", None) is not None:
-            data = {"revision": world.question.revision, "digest": world.question.digest, **data}
+        marker = data.pop("{revision}", None)
+        if marker is not None:
+            shown = world.tool_review if marker == "review" else world.question
+            data = {"revision": shown.revision, "digest": shown.digest, **data}
         return client.post(path, json.dumps(data), content_type="application/json", **headers)
     if data.pop("{stamp}", None) is not None:
         data = {**{k: str(v) for k, v in stamp(world.tool_review).items()}, **data}
@@ -407,6 +426,15 @@ def check_outcome(
     elif case.check == "not_deleted":
         model = apps.get_model(APP, case.name.partition(":")[0])
         assert model.objects.filter(pk=world.pks[model._meta.model_name]).exists(), case.name
+    elif case.check == "listed_decidable" and response.status_code == 200:
+        listed = {item["id"] for item in response.json()["items"]}
+        expected = {
+            OPENER: {world.question.pk},
+            OPENER_KEY: {world.question.pk},
+            REVIEWER: {world.tool_review.pk},
+            SUPERUSER: {world.tool_review.pk},  # interactions: over the API, their opener only
+        }.get(role, set())
+        assert listed == expected, (case.name, role, listed)
 
 
 @pytest.fixture
