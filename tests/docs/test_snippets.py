@@ -4,7 +4,8 @@ A block is marked on the line before its fence: ``<!-- fragment: why -->``, or
 ``<!-- run: name -->`` for a block one of these tests runs under that name (a fragment may also
 say so on its first line, ``# fragment: why``). The host project of docs/django.md is pasted into
 a project made by ``django-admin startproject`` and serves a turn, through a real Celery worker,
-against a real ``langgraph dev`` serving the agent of the same page.
+against a real ``langgraph dev`` serving the agent of the same page. The ``curl`` examples of
+docs/api.md run in bash against a live server, one review of each kind.
 """
 
 from __future__ import annotations
@@ -14,16 +15,25 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from django.contrib.auth.models import Permission, User
+from django.db import transaction
 
-from nitro_assistants import signals
+from nitro_assistants import operations, signals
+from nitro_assistants.client import PendingReview
+from nitro_assistants.models import ApiKey, Decision, Review, Thread
+from nitro_assistants.rules import CONTENT_KEY
+from nitro_assistants.services.mirror import mirror_pending
 from nitro_assistants.testing.launchers import CeleryWorker, LangGraphServer
+from tests.admin.conftest import make_reply_review, make_tool_review
 from tests.docs.markdown import ROOT, Block, all_blocks
+from tests.interactions.conftest import BLUEPRINT, QUESTIONS, plan, step
 
 #: The names of the blocks the tests below run.
 RUN_HERE = {
@@ -37,6 +47,9 @@ RUN_HERE = {
     "receiver",
     "testing-fixture",
     "testing-example",
+    "api-list",
+    "api-read",
+    *(f"api-decide-{kind}" for kind in ("tool-calls", "reply", "question", "blueprint", "plan")),
 }
 BIN = Path(sys.executable).parent
 
@@ -229,3 +242,91 @@ def test_the_testing_example_passes_in_the_host_project(host_project: Path) -> N
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout, done.stdout
+
+
+# -- the curl examples of docs/api.md --------------------------------------------------------------
+
+
+def _interaction(kind: str, content: Any, opened_by: User) -> Review | None:
+    """A pending interaction of ``kind`` on a session ``opened_by`` opened, mirrored as a real
+    pause arrives."""
+    thread = Thread.objects.create(assistant_key="interactions", opened_by=opened_by)
+    interrupt_id = uuid.uuid4().hex
+    pending = PendingReview(
+        kind=kind,
+        interrupt_id=interrupt_id,
+        interrupt_ids=[interrupt_id],
+        interaction={
+            "interactionId": f"int-{kind}",
+            "kind": kind,
+            "title": "Please decide",
+            CONTENT_KEY[kind]: content,
+        },
+        mode="interaction",
+    )
+    with transaction.atomic():
+        return mirror_pending(Thread.objects.select_for_update().get(pk=thread.pk), None, pending)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_curl_examples_of_the_api_decide_every_kind_as_written(
+    live_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[str] = []  # the resume tasks, enqueued after commit: no broker needed
+    monkeypatch.setattr(
+        "nitro_assistants.services.enqueue.send", lambda name, *a, **kw: sent.append(name)
+    )
+    bot = User.objects.create_user("chatops")
+    bot.user_permissions.add(Permission.objects.get(codename="decide_review"))
+    key = ApiKey.generate(bot, "docs")[1]
+    operations.operation("docs.ok")(lambda input, user: None)
+    try:
+        reviews = {
+            "tool-calls": (make_tool_review(), "decided"),
+            "reply": (make_reply_review(), "decided"),
+            "question": (_interaction("question", QUESTIONS, bot), "answered"),
+            "blueprint": (_interaction("blueprint", BLUEPRINT, bot), "revision_requested"),
+            "plan": (
+                _interaction(
+                    "plan",
+                    plan(
+                        step("s1", action="docs.ok"),
+                        step("notify", action="docs.ok", optional=True),
+                    ),
+                    bot,
+                ),
+                "executing",
+            ),
+        }
+        blocks = named_blocks()
+        env = {"PATH": os.environ.get("PATH", ""), "NITRO": f"{live_server.url}/nitro/api"}
+        env["NITRO_KEY"] = key
+
+        def bash(code: str, **extra: str) -> Any:
+            done = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", code],
+                env={**env, **extra},
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            return json.loads(done.stdout) if done.stdout.strip() else None
+
+        listed = bash(blocks["api-list"].code)
+        assert [item["id"] for item in listed["items"]] == [reviews["tool-calls"][0].pk]
+        assert bash(blocks["api-read"].code, REVIEW=str(reviews["reply"][0].pk)) is None
+        for kind, (review, status) in reviews.items():
+            # Read it as the example does, then decide with what was read.
+            code = blocks["api-read"].code + "\n" + blocks[f"api-decide-{kind}"].code
+            shown = bash(code, REVIEW=str(review.pk))
+            assert shown["status"] == status, (kind, shown)
+            decision = Decision.objects.get(review__pk=shown["id"])
+            assert decision.decided_by == bot, kind
+        assert Decision.objects.get(review=reviews["tool-calls"][0]).tool_calls == [
+            {"id": "call_1", "action": "edit", "args": {"day": "Friday"}}
+        ]
+        assert sent.count("nitro_assistants.resume_thread") == 5
+    finally:
+        operations.unregister("docs.ok")
