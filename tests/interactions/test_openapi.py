@@ -79,7 +79,8 @@ def test_schemathesis_finds_no_server_error_and_only_enveloped_errors(
         interaction("plan", plan(step("s1"), step("s2", optional=True)), interaction_id="p"),
     ]
     session = str(reviews[0].thread.thread_id)
-    schema = schemathesis.openapi.from_wsgi(OPENAPI, WSGIHandler())
+    # The reviews endpoints have a run of their own (below), with reviews of every kind.
+    schema = schemathesis.openapi.from_wsgi(OPENAPI, WSGIHandler()).exclude(path_regex="^/reviews")
     cases = st.one_of(
         schema.as_strategy(generation_mode=GenerationMode.POSITIVE),
         schema.as_strategy(generation_mode=GenerationMode.NEGATIVE),
