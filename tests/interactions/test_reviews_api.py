@@ -199,7 +199,7 @@ def test_another_decision_by_the_same_person_after_theirs_is_a_conflict(
 
 
 def test_approving_a_held_call_records_it_and_queues_the_resume(
-    reviewer_api: Caller, django_capture_on_commit_callbacks: Any, monkeypatch: Any
+    reviewer_api: Caller, django_capture_on_commit_callbacks: Any, monkeypatch: Any, fake: Any
 ) -> None:
     review = make_tool_review()
     sent: list[tuple[str, Any]] = []
@@ -233,6 +233,7 @@ def test_approving_a_held_call_records_it_and_queues_the_resume(
         "answer": None,
     }
     assert sent == [("nitro_assistants.resume_thread", (decision.pk,))]
+    assert fake.calls == []  # nothing reaches the Assistants server inside the request
 
 
 def test_editing_a_reply_records_the_new_text(reviewer_api: Caller) -> None:
