@@ -152,7 +152,7 @@ def _review_for(user: Any, review_id: str) -> Review:
 def _filters(request: HttpRequest) -> dict[str, Any]:
     """The list's filters from the query; a value that names nothing is a 400 naming it."""
     allowed = {
-        "status": list(Review.Status.values),
+        "status": list(rules.statuses_for()),
         "kind": list(rules.KINDS),
         "assistant": sorted(app_settings.DEFINITIONS),
     }

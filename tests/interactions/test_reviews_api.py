@@ -341,6 +341,23 @@ def test_without_decide_review_a_tool_call_review_is_not_found_or_forbidden(
     assert not Decision.objects.exists()
 
 
+def test_a_signed_in_decider_needs_the_csrf_token_to_decide(reviewer: User) -> None:
+    review = make_tool_review()
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(reviewer)
+    assert browser.get("/nitro/api/reviews").status_code == 200  # reading needs no token
+    body = json.dumps({"revision": review.revision, "digest": review.digest, **APPROVE_CALL})
+    url = f"/nitro/api/reviews/{review.pk}/decide"
+    refused = browser.post(url, body, content_type="application/json")
+    assert_error(refused, 403, "forbidden", "X-CSRFToken")
+    assert not Decision.objects.exists()
+    browser.get("/admin/login/")  # sets the CSRF cookie
+    token = browser.cookies["csrftoken"].value
+    done = browser.post(url, body, content_type="application/json", HTTP_X_CSRFTOKEN=token)
+    assert done.status_code == 200, done.json()
+    assert Decision.objects.get().decided_by == reviewer
+
+
 def test_the_opener_of_a_session_does_not_decide_its_tool_calls_without_the_permission(
     opener_api: Caller, opener: User
 ) -> None:
