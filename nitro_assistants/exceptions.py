@@ -75,8 +75,13 @@ class TransportError(NitroAssistantsError):
         super().__init__(*args, transient=True, status_code=status_code)
 
 
-class ReviewShapeError(NitroAssistantsError, ValueError):
-    """A pause the client cannot read: an action with no matching tool call, an unknown shape."""
+class ResultShapeError(NitroAssistantsError, ValueError):
+    """A run result the client cannot read: messages or tool calls that are not objects."""
+
+
+class ReviewShapeError(ResultShapeError):
+    """A pause the client cannot read: an action with no matching tool call, an unknown shape,
+    interrupts that are not objects with a ``value``, an id too long to be answered."""
 
 
 class UnknownAssistantError(NitroAssistantsError, KeyError):

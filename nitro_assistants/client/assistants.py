@@ -15,12 +15,15 @@ from nitro_assistants.client.http import (
     Timeout,
     Transport,
     TransportError,
+    body_excerpt,
     detail_of,
 )
 from nitro_assistants.client.results import (
     PendingReview,
+    ResultShapeError,
     ReviewShapeError,
     RunResult,
+    checked_id,
     is_interrupt_id,
     pending_review,
 )
@@ -65,9 +68,39 @@ def _run_failure(body: Mapping[str, Any]) -> str | None:
     return ": ".join(parts) or "the run failed"
 
 
-def _run_id(response: requests.Response) -> str | None:
+def _run_id(response: requests.Response, error: type[NitroAssistantsError]) -> str | None:
     location = response.headers.get("Content-Location", "")
-    return location.rstrip("/").rsplit("/", 1)[-1] if "/runs/" in location else None
+    if "/runs/" not in location:
+        return None
+    return _checked_run_id(location.rstrip("/").rsplit("/", 1)[-1], error)
+
+
+def _checked_run_id(value: Any, error: type[NitroAssistantsError]) -> str:
+    try:
+        return checked_id(value, "the run id the server gave")
+    except ValueError as exc:
+        raise error(str(exc)) from None
+
+
+def _json(response: requests.Response, error: type[NitroAssistantsError], what: str) -> Any:
+    """The JSON body of a successful ``response``; ``error`` when it is none (an HTML page from
+    a proxy, a body nested deeper than Python can read)."""
+    try:
+        return response.json()
+    except RecursionError:
+        raise _error(error, f"{what} is nested too deeply to read", response) from None
+    except ValueError:
+        excerpt = body_excerpt(response)
+        raise _error(
+            error, f"the server sent {what} as a non-JSON body: {excerpt!r}", response
+        ) from None
+
+
+def _json_object(response: requests.Response, error: type[NitroAssistantsError], what: str) -> Any:
+    body = _json(response, error, what)
+    if not isinstance(body, dict):
+        raise _error(error, f"{what} is {type(body).__name__}, not an object", response)
+    return body
 
 
 def _superseded(
@@ -81,6 +114,22 @@ def _superseded(
         thread_id=thread_id,
         interrupt_id=interrupt_id,
     )
+
+
+def _interrupts_of(state: Mapping[str, Any]) -> Any:
+    """The pending interrupts of a thread state: its ``interrupts``, else its tasks'."""
+    interrupts = state.get("interrupts")
+    if isinstance(interrupts, list) or interrupts:
+        return interrupts  # an odd shape is pending_review's to refuse
+    tasks = state.get("tasks") or []
+    if not isinstance(tasks, list):
+        return tasks
+    found: list[Any] = []
+    for task in tasks:
+        if not isinstance(task, dict):
+            return tasks  # refused as unreadable by pending_review
+        found.extend(task.get("interrupts") or [])
+    return found
 
 
 def _now() -> str:
@@ -194,21 +243,10 @@ class Assistants:
                 status_code=response.status_code,
                 transient=True,
             )
-        try:
-            body = response.json()
-        except ValueError:
-            raise _error(
-                error,
-                f"the server answered with a non-JSON body: {response.text[:200]!r}",
-                response,
-            ) from None
-        if not isinstance(body, dict):
-            raise _error(
-                error, f"the server answered with {type(body).__name__}, not an object", response
-            )
+        body = _json_object(response, error, "the run's result")
         if (failure := _run_failure(body)) is not None:
-            raise error(failure, status_code=response.status_code)
-        return self._build(body, thread_id, error, run_id=_run_id(response))
+            raise error(self.transport.redact(failure), status_code=response.status_code)
+        return self._build(body, thread_id, error, run_id=_run_id(response, error))
 
     def _build(
         self,
@@ -221,7 +259,7 @@ class Assistants:
     ) -> RunResult:
         messages = values.get("messages")
         pending = interrupts if interrupts is not None else values.get("__interrupt__")
-        if pending and not isinstance(messages, list):
+        if pending and messages is None:
             # A per-call pause answers with its interrupts only: the messages are in the state.
             messages = self.thread_messages(thread_id)
         try:
@@ -230,6 +268,8 @@ class Assistants:
             )
         except ReviewShapeError as exc:
             raise error(f"Thread {thread_id} is paused on something unreadable: {exc}") from None
+        except ResultShapeError as exc:
+            raise error(f"Thread {thread_id} answered with something unreadable: {exc}") from None
 
     def start_run(
         self,
@@ -265,7 +305,14 @@ class Assistants:
             raise RunError(str(exc), transient=True) from None
         if not response.ok:
             raise _error(RunError, detail_of(response), response)
-        run: dict[str, Any] = response.json()
+        return self._run_object(response, RunError)
+
+    @staticmethod
+    def _run_object(
+        response: requests.Response, error: type[NitroAssistantsError]
+    ) -> dict[str, Any]:
+        run: dict[str, Any] = _json_object(response, error, "the run")
+        run["run_id"] = _checked_run_id(run.get("run_id"), error)
         return run
 
     def join_run(self, thread_id: str, run_id: str) -> RunResult:
@@ -280,7 +327,7 @@ class Assistants:
             return result
         # A joined run reports its values without the pause: read the thread to see one.
         state = self.thread_state(thread_id)
-        interrupts = state.get("interrupts") or []
+        interrupts = _interrupts_of(state)
         if interrupts:
             return self._build(
                 state.get("values") or {}, thread_id, RunError, interrupts=interrupts, run_id=run_id
@@ -290,14 +337,18 @@ class Assistants:
     def get_run(self, thread_id: str, run_id: str) -> dict[str, Any]:
         """The run object (``status``: pending, running, success, error, interrupted, …)."""
         response = self._get(f"/threads/{_check_uuid(thread_id, RunError)}/runs/{run_id}", RunError)
-        run: dict[str, Any] = response.json()
+        run: dict[str, Any] = self._run_object(response, RunError)
         return run
 
     def list_runs(self, thread_id: str, limit: int = 20) -> list[dict[str, Any]]:
         """The thread's runs, newest first, each with the ``metadata`` it was created with."""
         thread_id = _check_uuid(thread_id, RunError)
         response = self._get(f"/threads/{thread_id}/runs", RunError, params={"limit": limit})
-        runs: list[dict[str, Any]] = response.json()
+        runs = _json(response, RunError, "the run list")
+        if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
+            raise _error(RunError, "the run list is not a list of runs", response)
+        for run in runs:
+            run["run_id"] = _checked_run_id(run.get("run_id"), RunError)
         return runs
 
     def stream(
@@ -346,11 +397,9 @@ class Assistants:
         def events() -> Iterator[ServerSentEvent]:
             with response:
                 try:
-                    yield from parse_sse(response.iter_content(chunk_size=None))
-                except requests.RequestException as exc:
-                    raise error(
-                        f"the event stream broke off: {type(exc).__name__}", transient=True
-                    ) from None
+                    yield from parse_sse(self.transport.chunks(response))
+                except TransportError as exc:
+                    raise error(f"the event stream broke off: {exc}", transient=True) from None
 
         return events()
 
@@ -374,18 +423,17 @@ class Assistants:
     def _state(self, thread_id: str, error: type[NitroAssistantsError]) -> dict[str, Any]:
         thread_id = _check_uuid(thread_id, error)
         response = self._get(f"/threads/{thread_id}/state", error)
-        try:
-            state = response.json()
-        except ValueError:
-            raise _error(error, "the thread state is not JSON", response) from None
-        if not isinstance(state, dict):
-            raise _error(error, "the thread state is not an object", response)
+        state: dict[str, Any] = _json_object(response, error, "the thread state")
         return state
 
     def thread_messages(self, thread_id: str) -> list[dict[str, Any]]:
         """The thread's messages, oldest first, exactly as the server reports them."""
         values = self.thread_state(thread_id).get("values") or {}
         messages = values.get("messages") if isinstance(values, dict) else None
+        if messages is not None and (
+            not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages)
+        ):
+            raise ThreadStateError(f"Thread {thread_id}'s messages are not a list of objects")
         return list(messages or [])
 
     def under_review(self, thread_id: str) -> PendingReview | None:
@@ -396,15 +444,10 @@ class Assistants:
     def _pending(
         state: dict[str, Any], thread_id: str, error: type[NitroAssistantsError]
     ) -> PendingReview | None:
-        interrupts = state.get("interrupts")
-        if not isinstance(interrupts, list):
-            interrupts = [
-                i for task in state.get("tasks") or [] for i in task.get("interrupts") or []
-            ]
         values = state.get("values") or {}
         messages = values.get("messages") if isinstance(values, dict) else None
         try:
-            return pending_review(interrupts, list(messages or []))
+            return pending_review(_interrupts_of(state), messages or [])
         except ReviewShapeError as exc:
             raise error(f"Thread {thread_id} is paused on something unreadable: {exc}") from None
 
@@ -439,7 +482,7 @@ class Assistants:
             raise ThreadInitializationError(str(exc), transient=True) from None
         if not response.ok:
             raise _error(ThreadInitializationError, detail_of(response), response)
-        graph = (response.json() or {}).get("graph_id")
+        graph = _json_object(response, ThreadInitializationError, "the assistant").get("graph_id")
         if not graph:
             raise ThreadInitializationError(f"Assistant {assistant_id} has no graph")
         self._graph_ids[assistant_id] = str(graph)
@@ -602,7 +645,7 @@ class Assistants:
             raise _superseded(thread_id, interrupt_id or pending.interrupt_id)
         if not response.ok:
             raise _error(ThreadResumptionError, detail_of(response), response)
-        run: dict[str, Any] = response.json()
+        run: dict[str, Any] = self._run_object(response, ThreadResumptionError)
         return run
 
     def review_result(self, thread_id: str, run_id: str) -> RunResult:
@@ -625,22 +668,23 @@ class Assistants:
         self._result_of(joined, thread_id, ThreadResumptionError)  # raises a failed run's error
         if not history.ok:
             raise _error(ThreadResumptionError, detail_of(history), history)
-        if not history.json():
+        if not _json(history, ThreadResumptionError, "the thread's history"):
             raise _superseded(thread_id, None)
         state = self._state(thread_id, ThreadResumptionError)
         return self._build(
             state.get("values") or {},
             thread_id,
             ThreadResumptionError,
-            interrupts=state.get("interrupts") or [],
+            interrupts=_interrupts_of(state),
             run_id=run_id,
         )
 
     def _run_ended(self, thread_id: str, run_id: str | None) -> bool:
         if not run_id:
             return True  # nothing to ask about: the result stands as streamed
-        run = self._get(f"/threads/{thread_id}/runs/{run_id}", ThreadResumptionError).json()
-        return (run or {}).get("status") not in ("pending", "running")
+        response = self._get(f"/threads/{thread_id}/runs/{run_id}", ThreadResumptionError)
+        run = _json_object(response, ThreadResumptionError, "the run")
+        return run.get("status") not in ("pending", "running")
 
     def _resume_request(
         self,
@@ -732,7 +776,7 @@ class Assistants:
         for event in events:
             data = event.data
             if event.event == "metadata" and isinstance(data, dict):
-                run_id = data.get("run_id")
+                run_id = _checked_run_id(data.get("run_id"), ThreadResumptionError)
             elif event.event == "checkpoints" and isinstance(data, dict):
                 if isinstance(data.get("values"), dict):
                     values = data["values"]
@@ -742,7 +786,14 @@ class Assistants:
             elif event.event == "updates" and isinstance(data, dict):
                 for node, update in data.items():
                     if node == "__interrupt__":
-                        for item in update or []:
+                        if not isinstance(update, list) or not all(
+                            isinstance(item, dict) for item in update
+                        ):
+                            raise ThreadResumptionError(
+                                f"Thread {thread_id} paused on something unreadable: "
+                                "__interrupt__ is not a list of objects"
+                            )
+                        for item in update:
                             interrupts[str(item.get("id"))] = item
                     else:
                         applied = True
@@ -751,7 +802,7 @@ class Assistants:
                     failure = _run_failure({"__error__": data}) or "the resumed run failed"
                 else:
                     failure = str(data)
-                raise ThreadResumptionError(failure)
+                raise ThreadResumptionError(self.transport.redact(failure)[:2000])
         answered = set(pending.interrupt_ids)
         # A keyed resume naming an interrupt that is no longer pending is answered 200 and
         # changes nothing: no node runs, the thread re-raises the pause it has now.

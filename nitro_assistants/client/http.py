@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import heapq
+import itertools
 import logging
+import os
 import random
+import re
+import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from nitro_assistants.exceptions import ConfigurationError
 from nitro_assistants.exceptions import TransportError as TransportError
@@ -20,22 +28,73 @@ logger = logging.getLogger("nitro_assistants.client")
 TRANSIENT_STATUSES = frozenset({502, 503, 504})
 DEFAULT_POOL_SIZE = 10  # connections requests keeps per host
 AUTH_SCHEMES = ("bearer", "x-api-key")
+DETAIL_LIMIT = 2000  # characters of a server's error text kept in an exception
 Timeout = float | tuple[float, float]
+REDACTED = "[redacted]"
+
+# A header (or a JSON/form field) that carries a credential, echoed back by a server or a proxy
+# ("Authorization: Bearer sk-...", {"x-api-key": "sk-..."}, api_key=sk-...): its value goes.
+_CREDENTIAL = re.compile(
+    r"""(?ix)
+    (["']?\b(?:authorization|proxy-authorization|x-api-key|api[-_]?key|cookie|set-cookie)\b["']?
+     \s*[:=]\s*["']?)                                  # the name and what separates it
+    (?:(?:bearer|basic|token|digest)\s+)?               # a scheme, dropped with the value
+    [^\s"',;&}\]]+                                      # the value
+    """
+)
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;}\]]+")
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every one of ``secrets`` and every credential header value replaced.
+
+    A server or proxy error page that echoes the request's headers would otherwise carry the
+    API key into exception messages, and from there into the database, logs and signals.
+    """
+    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    text = _CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
+    return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def _sent_secrets(response: requests.Response) -> list[str]:
+    """The credentials the request of ``response`` carried (what an echo would give back)."""
+    headers = getattr(response.request, "headers", None) or {}
+    found = []
+    for name in ("Authorization", "x-api-key", "Proxy-Authorization"):
+        value = headers.get(name)
+        if isinstance(value, bytes):
+            value = value.decode("latin-1")
+        if value:
+            found.append(str(value))
+            found.extend(str(value).split()[1:])  # the token after "Bearer"
+    return found
+
+
+def body_excerpt(response: requests.Response, limit: int = 200) -> str:
+    """The start of a response's body, for an error message, with its credentials redacted."""
+    return redact(response.text[:limit], _sent_secrets(response))
 
 
 def detail_of(response: requests.Response) -> str:
-    """The server's error text: ``detail`` of a JSON body, else the body, else the status line."""
+    """The server's error text: ``detail`` of a JSON body, else the body, else the status line,
+    with every credential the request carried redacted (a proxy may echo the headers)."""
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         text = response.text.strip()
-        return (
-            text[:2000] if text else f"HTTP {response.status_code} {response.reason or ''}".strip()
+        detail = (
+            text[:DETAIL_LIMIT]
+            if text
+            else f"HTTP {response.status_code} {response.reason or ''}".strip()
         )
-    if isinstance(body, dict) and "detail" in body:
-        detail = body["detail"]
-        return detail if isinstance(detail, str) else str(detail)
-    return response.text.strip()[:2000]
+    else:
+        if isinstance(body, dict) and "detail" in body:
+            found = body["detail"]
+            detail = (found if isinstance(found, str) else str(found))[:DETAIL_LIMIT]
+        else:
+            detail = response.text.strip()[:DETAIL_LIMIT]
+    return redact(detail, _sent_secrets(response))
 
 
 def is_request_limit(value: Any) -> bool:
@@ -47,14 +106,134 @@ def _nothing() -> None:
     return None
 
 
-def _release_on_close(response: requests.Response, release: Any) -> None:
-    """Give the request slot back when a streamed response is closed, or, if nobody closes it,
-    when it is garbage collected (so a dropped stream cannot hold a slot for good)."""
+# -- a deadline for the whole request ----------------------------------------------------------
+#
+# requests' read timeout bounds each wait for a byte, not the request: a server that trickles a
+# byte a second holds the caller (a worker, and the row lock it holds) for as long as it likes.
+# A watchdog thread shuts the socket of a request past its deadline down, which ends whatever
+# read is blocked on it (headers, body or event stream) at once.
+
+
+class Watch:
+    """The deadline of one request; ``expired`` once the watchdog cut its connection."""
+
+    __slots__ = ("connection", "deadline", "done", "expired")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.connection: Any = None
+        self.done = False
+        self.expired = False
+
+    def cancel(self) -> None:
+        self.done = True
+
+    def expire(self) -> None:
+        if self.done:
+            return
+        self.expired = True
+        sock = getattr(self.connection, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):  # closed already
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Watchdog:
+    """One daemon thread per process that expires the watches whose deadline has passed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._heap: list[tuple[float, int, Watch]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: float) -> Watch:
+        watch = Watch(deadline)
+        with self._lock:
+            if len(self._heap) > 256:  # cancelled watches wait for their deadline: drop them now
+                self._heap = [item for item in self._heap if not item[2].done]
+                heapq.heapify(self._heap)
+            heapq.heappush(self._heap, (deadline, next(self._order), watch))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="nitro-assistants-deadlines", daemon=True
+                )
+                self._thread.start()
+            elif self._heap[0][2] is watch:
+                self._lock.notify()
+        return watch
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._heap:
+                    self._lock.wait()
+                deadline, _, watch = self._heap[0]
+                if watch.done:
+                    heapq.heappop(self._heap)
+                    continue
+                wait = deadline - time.monotonic()
+                if wait > 0:
+                    self._lock.wait(wait)
+                    continue
+                heapq.heappop(self._heap)
+            watch.expire()
+
+    def forget_thread(self) -> None:
+        """In a forked child the thread is gone: start another when next needed."""
+        self._lock = threading.Condition()
+        self._thread = None
+
+
+_watchdog = _Watchdog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_watchdog.forget_thread)
+_current = threading.local()  # the Watch of the request this thread is sending
+
+
+def _watched(pool_class: type[HTTPConnectionPool]) -> type[HTTPConnectionPool]:
+    class Watched(pool_class):  # type: ignore[valid-type,misc]
+        """Hands the connection a request is sent on to that request's watch."""
+
+        def _get_conn(self, timeout: float | None = None) -> Any:
+            connection = super()._get_conn(timeout)
+            watch = getattr(_current, "watch", None)
+            if watch is not None:
+                watch.connection = connection
+            return connection
+
+    Watched.__name__ = f"Watched{pool_class.__name__}"
+    return Watched
+
+
+_POOLS = {"http": _watched(HTTPConnectionPool), "https": _watched(HTTPSConnectionPool)}
+
+
+class WatchedAdapter(HTTPAdapter):
+    """An ``HTTPAdapter`` whose connections the transport's deadline can cut."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = dict(_POOLS)
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if hasattr(manager, "pool_classes_by_scheme"):
+            manager.pool_classes_by_scheme = dict(_POOLS)
+        return manager
+
+
+def _release_on_close(response: requests.Response, release: Any, watch: Watch | None) -> None:
+    """Give the request slot back (and stop watching its deadline) when a streamed response is
+    closed, or, if nobody closes it, when it is garbage collected (so a dropped stream cannot
+    hold a slot for good)."""
     give_back = weakref.finalize(response, release)  # runs once: on close, or when collected
     this = weakref.ref(response)  # not the bound method: no cycle keeps the response alive
 
     def close_and_release() -> None:
         try:
+            if watch is not None:
+                watch.cancel()
             found = this()
             if found is not None:
                 type(found).close(found)
@@ -68,10 +247,13 @@ class Transport:
     """Sends requests to one Assistants server with one ``requests.Session``.
 
     Idempotent requests are retried with exponential backoff and jitter on connection errors,
-    timeouts and 502/503/504; others are sent once. With ``max_concurrent_requests`` at most that
-    many requests are in flight at once (a streamed one until it is closed); other threads wait
-    for a slot, up to the read timeout. The API key lives only in the session's
-    headers: it never appears in an exception message, a log line or a ``repr``.
+    timeouts, bodies cut short and 502/503/504; others are sent once. ``timeout`` is
+    ``(connect, read)`` or one number for both; the read timeout also bounds the whole request,
+    retries included (a streamed one until it is closed), however slowly the server sends.
+    With ``max_concurrent_requests`` at most that many requests are in flight at once (a
+    streamed one until it is closed); other threads wait for a slot, up to the read timeout.
+    The API key lives only in the session's headers: it never appears in an exception message,
+    a log line or a ``repr``, even when the server echoes it back.
     """
 
     def __init__(
@@ -115,12 +297,15 @@ class Transport:
             session.proxies.update(found["proxies"])
             session.verify = found["verify"]
             session.trust_env = False
-            if max_concurrent_requests and max_concurrent_requests > DEFAULT_POOL_SIZE:
-                # Keep a connection for every slot: requests keeps 10 and drops the rest.
-                adapter = requests.adapters.HTTPAdapter(pool_maxsize=max_concurrent_requests)
-                session.mount("http://", adapter)
-                session.mount("https://", adapter)
+            # Keep a connection for every slot (requests keeps 10 and drops the rest), on
+            # connections the deadline can cut.
+            adapter = WatchedAdapter(
+                pool_maxsize=max(DEFAULT_POOL_SIZE, max_concurrent_requests or 0)
+            )
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
         self.session = session
+        self._secrets = (api_key,)
         if auth == "bearer":
             self.session.headers["Authorization"] = f"Bearer {api_key}"
         else:
@@ -130,6 +315,15 @@ class Transport:
 
     def __repr__(self) -> str:
         return f"<Transport {self.base_url} auth={self.auth}>"
+
+    @property
+    def total_timeout(self) -> float:
+        """Seconds a request may take in all, retries included: the read timeout."""
+        return float(self.timeout[1] if isinstance(self.timeout, tuple) else self.timeout)
+
+    def redact(self, text: str) -> str:
+        """``text`` without this transport's API key or any credential header value."""
+        return redact(text, self._secrets)
 
     def request(
         self,
@@ -143,34 +337,58 @@ class Transport:
     ) -> requests.Response:
         """Send one request; retry it only when it is idempotent and the failure transient.
 
-        Raises :class:`TransportError` when no answer came back (after the retries).
+        Raises :class:`TransportError` when no whole answer came back (after the retries), or
+        when the request took longer than :attr:`total_timeout` in all.
         """
         if idempotent is None:
             idempotent = method in ("GET", "HEAD", "DELETE")
         attempts = 1 + (self.retries if idempotent else 0)
         url = f"{self.base_url}{path}"
+        total = self.total_timeout
+        deadline = time.monotonic() + total
         for attempt in range(1, attempts + 1):
             release = self._take_slot(method, path)
             started = time.monotonic()
             self.requests_sent += 1
+            watch = _watchdog.watch(deadline)
+            _current.watch = watch
             try:
                 response = self.session.request(
                     method, url, json=json, params=params, timeout=self.timeout, stream=stream
                 )
-            except (requests.ConnectionError, requests.Timeout) as exc:
+                if watch.expired:  # the cut may have ended a body that carries no length
+                    response.close()
+                    raise requests.Timeout("the deadline cut the answer short")
+            except (
+                requests.ConnectionError,
+                requests.Timeout,
+                requests.exceptions.ChunkedEncodingError,
+            ) as exc:
+                watch.cancel()
                 release()
-                reason = "timed out" if isinstance(exc, requests.Timeout) else "connection failed"
+                if watch.expired:
+                    reason = f"took longer than {total:g} s in all"
+                elif isinstance(exc, requests.Timeout):
+                    reason = "timed out"
+                elif isinstance(exc, requests.exceptions.ChunkedEncodingError):
+                    reason = "the answer broke off"
+                else:
+                    reason = "connection failed"
                 logger.warning("%s %s %s (attempt %d/%d)", method, path, reason, attempt, attempts)
-                if attempt < attempts:
-                    self._sleep(attempt)
+                if attempt < attempts and not watch.expired:
+                    self._sleep(attempt, deadline)
                     continue
                 raise TransportError(f"{method} {path}: {reason} ({type(exc).__name__})") from None
             except BaseException:
+                watch.cancel()
                 release()
                 raise
+            finally:
+                _current.watch = None
             if stream:
-                _release_on_close(response, release)
+                _release_on_close(response, release, watch)
             else:
+                watch.cancel()
                 release()  # the body has been read: the connection is back in the pool
             logger.debug(
                 "%s %s -> %d in %.0f ms",
@@ -181,8 +399,10 @@ class Transport:
             )
             if response.status_code in TRANSIENT_STATUSES and attempt < attempts:
                 response.close()
-                self._sleep(attempt)
+                self._sleep(attempt, deadline)
                 continue
+            if stream:
+                response.watch = watch  # type: ignore[attr-defined]
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -191,7 +411,7 @@ class Transport:
         (once: a streamed response gives it back through its close, see _release_on_close)."""
         if self._slots is None:
             return _nothing
-        wait = self.timeout[1] if isinstance(self.timeout, tuple) else self.timeout
+        wait = self.total_timeout
         if not self._slots.acquire(timeout=wait):
             raise TransportError(
                 f"{method} {path}: no request slot came free within {wait:g} s "
@@ -199,10 +419,23 @@ class Transport:
             )
         return self._slots.release
 
-    def _sleep(self, attempt: int) -> None:
+    def _sleep(self, attempt: int, deadline: float | None = None) -> None:
         delay = self.backoff * 2 ** (attempt - 1)
-        time.sleep(delay + random.uniform(0, delay / 2))
+        delay += random.uniform(0, delay / 2)
+        if deadline is not None:
+            delay = min(delay, max(0.0, deadline - time.monotonic()))
+        time.sleep(delay)
 
     @staticmethod
-    def lines(response: requests.Response) -> Iterator[bytes]:
-        yield from response.iter_content(chunk_size=None)
+    def chunks(response: requests.Response) -> Iterator[bytes]:
+        """A streamed response's body as it comes. Raises :class:`TransportError` when it broke
+        off, or when the request's deadline cut it (which can look like a clean end)."""
+        watch: Watch | None = getattr(response, "watch", None)
+        try:
+            yield from response.iter_content(chunk_size=None)
+        except requests.RequestException as exc:
+            if watch is not None and watch.expired:
+                raise TransportError("the answer took longer than its deadline") from None
+            raise TransportError(f"the answer broke off ({type(exc).__name__})") from None
+        if watch is not None and watch.expired:
+            raise TransportError("the answer took longer than its deadline")

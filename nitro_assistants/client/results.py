@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from nitro_assistants.exceptions import ResultShapeError as ResultShapeError
 from nitro_assistants.exceptions import ReviewShapeError as ReviewShapeError
 
 REPLY_ACTION = "__reply__"
@@ -13,6 +14,42 @@ TOOL_DECISIONS = ("approve", "edit", "reject", "respond")
 REPLY_DECISIONS = ("approve", "edit", "reject")
 INTERACTION_KINDS = ("question", "blueprint", "plan")
 _INTERRUPT_ID = re.compile(r"[0-9a-f]{32}")
+#: The longest interrupt or run id the client accepts (LangGraph's are 32 hex characters or a
+#: UUID); a longer one could not be stored, so it could never be answered.
+MAX_ID_LENGTH = 64
+
+
+def _objects(items: Any, what: str, error: type[ResultShapeError] = ResultShapeError) -> list[Any]:
+    """``items`` when it is a list of objects (JSON dicts); else ``error`` naming ``what``."""
+    if not isinstance(items, list):
+        raise error(f"{what} is {_kind(items)}, not a list")
+    for position, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise error(f"{what}[{position}] is {_kind(item)}, not an object")
+    return items
+
+
+def _kind(value: Any) -> str:
+    names = {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        type(None): "null",
+        bool: "a boolean",
+    }
+    return names.get(
+        type(value), "a number" if isinstance(value, int | float) else type(value).__name__
+    )
+
+
+def checked_id(value: Any, what: str, error: type[ValueError] = ReviewShapeError) -> str:
+    """An interrupt or run id as the server gave it: a string of at most ``MAX_ID_LENGTH``
+    printable characters (anything else could not be stored, nor named in an answer)."""
+    if not isinstance(value, str) or not value or not value.isprintable() or " " in value:
+        raise error(f"{what} is not a readable id: {str(value)[:80]!r}")
+    if len(value) > MAX_ID_LENGTH:
+        raise error(f"{what} is {len(value)} characters long; at most {MAX_ID_LENGTH} are read")
+    return value
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -151,6 +188,11 @@ def _last_ai_with_tool_calls(messages: list[dict[str, Any]]) -> int | None:
     return None
 
 
+def _tool_calls_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    calls = message.get("tool_calls") or []
+    return _objects(calls, f"the tool calls of message {message.get('id')!r}")
+
+
 def _previous_id(messages: list[dict[str, Any]], index: int) -> str | None:
     return messages[index - 1].get("id") if index > 0 else None
 
@@ -163,12 +205,12 @@ def _batched_tool_calls(
     Action requests carry no tool-call id: match by name and equal args first, then by name
     alone, each call matched once, in action-request order.
     """
-    requests = value.get("action_requests") or []
-    configs = value.get("review_configs") or []
+    requests = _objects(value.get("action_requests") or [], "action_requests", ReviewShapeError)
+    configs = _objects(value.get("review_configs") or [], "review_configs", ReviewShapeError)
     index = _last_ai_with_tool_calls(messages)
     if index is None:
         raise ReviewShapeError("the interrupt holds tool calls, but no AI message makes any")
-    calls = list(messages[index].get("tool_calls") or [])
+    calls = list(_tool_calls_of(messages[index]))
     previous = _previous_id(messages, index)
     used: set[int] = set()
 
@@ -209,11 +251,18 @@ def _batched_tool_calls(
                 "id": call.get("id"),
                 "name": name,
                 "args": request.get("args", call.get("args") or {}),
-                "allowed_decisions": list(config.get("allowed_decisions") or TOOL_DECISIONS),
+                "allowed_decisions": _decisions(config, TOOL_DECISIONS),
                 "description": request.get("description"),
             }
         )
     return out
+
+
+def _decisions(config: dict[str, Any], default: tuple[str, ...]) -> list[str]:
+    allowed = config.get("allowed_decisions") or default
+    if not isinstance(allowed, list | tuple) or not all(isinstance(d, str) for d in allowed):
+        raise ReviewShapeError(f"allowed_decisions is {_kind(allowed)}, not a list of names")
+    return list(allowed)
 
 
 def _per_call_tool_call(
@@ -223,7 +272,7 @@ def _per_call_tool_call(
     call_id = value.get("tool_call_id")
     previous = None
     for index, message in enumerate(messages):
-        if any(c.get("id") == call_id for c in message.get("tool_calls") or []):
+        if any(c.get("id") == call_id for c in _tool_calls_of(message)):
             previous = _previous_id(messages, index)
     return {
         "previous_message_id": previous,
@@ -243,15 +292,37 @@ def pending_review(
 
     Raises :class:`ReviewShapeError` when an interrupt cannot be read.
     """
-    interrupts = [i for i in interrupts if isinstance(i, dict) and "value" in i]
+    try:
+        return _pending_review(interrupts, messages)
+    except ReviewShapeError:
+        raise
+    except ResultShapeError as exc:
+        raise ReviewShapeError(str(exc)) from None
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        # A shape no check above foresaw: still a clear error, never a crash.
+        raise ReviewShapeError(f"an interrupt of unexpected shape ({type(exc).__name__})") from None
+
+
+def _pending_review(interrupts: Any, messages: Any) -> PendingReview | None:
     if not interrupts:
         return None
-    ids = [str(i["id"]) for i in interrupts if i.get("id")]
+    # One pause answers with a list of interrupts; a single object, strings, or items without
+    # a value are nothing a reviewer could answer: unreadable, never "interrupted" with nothing.
+    interrupts = _objects(interrupts, "__interrupt__", ReviewShapeError)
+    for position, interrupt in enumerate(interrupts):
+        if "value" not in interrupt:
+            raise ReviewShapeError(f"__interrupt__[{position}] has no value")
+    messages = _objects(messages, "the messages", ReviewShapeError)
+    ids = [checked_id(i["id"], "an interrupt id") for i in interrupts if i.get("id")]
     first = interrupts[0]
     value = first["value"] if isinstance(first["value"], dict) else {}
 
     if value.get("type") == "tool_approval":
-        held = [i for i in interrupts if (i.get("value") or {}).get("type") == "tool_approval"]
+        held = [
+            i
+            for i in interrupts
+            if isinstance(i["value"], dict) and i["value"].get("type") == "tool_approval"
+        ]
         return PendingReview(
             kind="tool_calls",
             interrupt_id=ids[0] if ids else None,
@@ -262,6 +333,8 @@ def pending_review(
         )
     if value.get("type") == "interaction":
         interaction = value.get("interaction") or {}
+        if not isinstance(interaction, dict):
+            raise ReviewShapeError(f"the interaction is {_kind(interaction)}, not an object")
         kind = interaction.get("kind")
         if kind not in INTERACTION_KINDS:
             raise ReviewShapeError(f"unknown interaction kind {kind!r}")
@@ -274,22 +347,19 @@ def pending_review(
             raw_interrupts=interrupts,
         )
     if "action_requests" in value:
-        requests = value.get("action_requests") or []
+        requests = _objects(value.get("action_requests") or [], "action_requests", ReviewShapeError)
         if any(r.get("name") == REPLY_ACTION for r in requests):
             request = next(r for r in requests if r.get("name") == REPLY_ACTION)
-            config: dict[str, Any] = next(
-                (
-                    c
-                    for c in value.get("review_configs") or []
-                    if c.get("action_name") == REPLY_ACTION
-                ),
-                {},
+            configs = _objects(
+                value.get("review_configs") or [], "review_configs", ReviewShapeError
             )
-            allowed = [
-                d for d in config.get("allowed_decisions") or REPLY_DECISIONS if d != "respond"
-            ]
+            config: dict[str, Any] = next(
+                (c for c in configs if c.get("action_name") == REPLY_ACTION), {}
+            )
+            allowed = [d for d in _decisions(config, REPLY_DECISIONS) if d != "respond"]
             draft = next((m for m in reversed(messages) if _is_ai(m)), None)
-            content = (request.get("args") or {}).get("content")
+            args = request.get("args")
+            content = args.get("content") if isinstance(args, dict) else None
             interrupt_id = ids[0] if ids else None
             return PendingReview(
                 kind="reply",
@@ -348,6 +418,7 @@ class RunResult:
             interrupts = values.get("__interrupt__") or []
         if messages is None:
             messages = values.get("messages") or []
+        messages = _objects(messages, "the messages")
         review = pending_review(interrupts, messages)
         interrupted = bool(interrupts)
         last = messages[-1] if messages else None

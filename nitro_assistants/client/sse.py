@@ -74,7 +74,7 @@ def parse_sse(chunks: Iterable[bytes | str]) -> Iterator[ServerSentEvent]:
         text = "\n".join(data_lines)
         try:
             parsed: Any = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than Python recurses
             parsed = text
         out = ServerSentEvent(event=event or "message", data=parsed, id=last_id, raw=text)
         event, data_lines = "", []

@@ -302,7 +302,7 @@ def test_thread_initialization_transport_failure_is_transient(mock, client, capl
 
 def test_thread_state_non_json(mock, client):
     mock.get(STATE_URL, body="<html>", content_type="text/html")
-    with pytest.raises(ThreadStateError, match="not JSON"):
+    with pytest.raises(ThreadStateError, match="thread state as a non-JSON body"):
         client.thread_state(THREAD)
 
 

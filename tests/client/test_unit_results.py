@@ -333,9 +333,9 @@ def test_unknown_interrupt_shape_is_an_error():
         pending_review([{"id": IID, "value": {"something": 1}}], [human()])
 
 
-def test_interrupts_without_value_are_no_pause():
-    assert pending_review([{"id": IID}], [human()]) is None
+def test_no_interrupts_are_no_pause():
     assert pending_review([], [human()]) is None
+    assert pending_review(None, [human()]) is None  # type: ignore[arg-type]
 
 
 # -- per-call tool review -------------------------------------------------------------------
