@@ -23,6 +23,7 @@ Beat schedule for the delivery sweep (in the host project's Celery config)::
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable
 from typing import Any, cast
@@ -32,6 +33,9 @@ from celery import Task, shared_task
 from nitro_assistants import services
 from nitro_assistants.conf import app_settings
 from nitro_assistants.services.clients import is_transient
+from nitro_assistants.services.errors import error_text, traceback_text
+
+logger = logging.getLogger("nitro_assistants.tasks")
 
 
 def task(name: str, **options: Any) -> Callable[[Callable[..., Any]], Any]:
@@ -49,11 +53,22 @@ def backoff(retries: int) -> float:
 
 
 def _retry_or_give_up(task: Task, exc: Exception, give_up: Any) -> Any:
+    """Retry a transient error (with backoff, up to ``TASK_MAX_RETRIES``); record anything else
+    (or the last retry) as the failure it is, with ``run_failed``. An error the services did not
+    expect (an odd payload, a database refusing a value) must not leave the run ``running`` for
+    ``requeue_stale`` to send again forever."""
+    if is_transient(exc) and task.request.retries < app_settings.TASK_MAX_RETRIES:
+        raise task.retry(exc=exc, countdown=backoff(task.request.retries))
+    error = error_text(exc)
     if not is_transient(exc):
-        raise exc
-    if task.request.retries >= app_settings.TASK_MAX_RETRIES:
-        return give_up(str(exc) or exc.__class__.__name__)
-    raise task.retry(exc=exc, countdown=backoff(task.request.retries))
+        logger.error(
+            "%s gave up on %s: %s\n%s",
+            task.name,
+            task.request.args,
+            error,
+            traceback_text(exc),
+        )
+    return give_up(error)
 
 
 @task("nitro_assistants.run_thread", bind=True, max_retries=None)

@@ -24,8 +24,12 @@ def assistant_for(assistant_key: str) -> Any:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for errors worth retrying: connection errors, timeouts, 502/503/504, and a lost
-    database connection (the service checks state again when retried)."""
+    """True for errors worth retrying: connection errors, timeouts, bodies cut mid-way,
+    502/503/504, and a lost database connection (the service checks state again when retried)."""
     if getattr(exc, "transient", False) or isinstance(exc, OperationalError | InterfaceError):
         return True
-    return isinstance(exc, requests.ConnectionError | requests.Timeout)
+    # A body cut mid-way (ChunkedEncodingError) is a connection that broke, not a bad answer.
+    return isinstance(
+        exc,
+        requests.ConnectionError | requests.Timeout | requests.exceptions.ChunkedEncodingError,
+    )

@@ -27,6 +27,7 @@ from nitro_assistants.services import clients
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.enqueue import enqueue
+from nitro_assistants.services.errors import clean_error
 from nitro_assistants.services.interactions import decide_interaction, username
 from nitro_assistants.services.lifecycle import (
     close_decision,
@@ -347,13 +348,13 @@ def execute_resume(decision: Decision | int) -> Decision:
                 raise ThreadResumptionError(
                     "the resume's event stream ended before its run did", transient=True
                 ) from exc
-            close_decision(record, Decision.Outcome.SUPERSEDED, str(exc))
+            close_decision(record, Decision.Outcome.SUPERSEDED, clean_error(exc))
             supersede(review, reason="stale")
             return record
         except NitroAssistantsError as exc:
             if is_transient(exc):
                 raise
-            error = str(exc) or exc.__class__.__name__
+            error = clean_error(str(exc) or exc.__class__.__name__)
             close_decision(record, Decision.Outcome.FAILED, error)
             _fail(review, run, error)
             return record
@@ -430,10 +431,10 @@ def collect_resume(run: Run, *, wait: bool) -> Run:
             return record.run or run
         review, run = record.review, record.run
         if isinstance(outcome, ReviewSupersededError):
-            close_decision(record, Decision.Outcome.SUPERSEDED, str(outcome))
+            close_decision(record, Decision.Outcome.SUPERSEDED, clean_error(outcome))
             supersede(review, reason="stale")
         elif isinstance(outcome, NitroAssistantsError):
-            error = str(outcome) or outcome.__class__.__name__
+            error = clean_error(str(outcome) or outcome.__class__.__name__)
             close_decision(record, Decision.Outcome.FAILED, error)
             _fail(review, run, error)
         else:
@@ -450,6 +451,7 @@ def _resume_still_running(assistant: Any, thread_id: str, decision: Decision) ->
 
 def _fail(review: Review, run: Run, error: str) -> None:
     """The server refused a decision: the review fails, the thread is in error, ``run_failed``."""
+    error = clean_error(error)
     fail_review(review, run, error)
     Thread.objects.filter(pk=review.thread_id).update(status=Thread.Status.ERROR)
     send_on_commit(signals.run_failed, Run, run=run, thread=review.thread, error=error)

@@ -21,6 +21,7 @@ from nitro_assistants.services import clients
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.enqueue import enqueue
+from nitro_assistants.services.errors import clean_error, error_text
 from nitro_assistants.services.lifecycle import close_failed_decision, supersede_pending_review
 from nitro_assistants.services.mirror import record_result
 
@@ -269,6 +270,7 @@ def collect_turn(run: Run | uuid.UUID | str, *, wait: bool = True) -> Run:
 def fail_run(run: Run | uuid.UUID | str, error: str) -> Run:
     """Mark a run failed for good and send ``run_failed`` (once)."""
     pk = run.pk if isinstance(run, Run) else run
+    error = clean_error(error)  # storable and secret-free, or recording the failure fails too
     with transaction.atomic():
         run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
         if run.finished:
@@ -287,4 +289,4 @@ def fail_run(run: Run | uuid.UUID | str, error: str) -> Run:
 
 
 def _error_text(exc: BaseException) -> str:
-    return str(exc) or exc.__class__.__name__
+    return error_text(exc)

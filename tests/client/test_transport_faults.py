@@ -14,7 +14,7 @@ import pytest
 
 from nitro_assistants.client import Assistants, RunError, ThreadStateError
 from nitro_assistants.client.http import Transport, redact
-from tests.client.rawserver import RawServer, answer
+from tests.rawserver import RawServer, answer
 
 KEY = f"sk-live-{uuid.uuid4().hex}"
 THREAD = str(uuid.uuid4())

@@ -72,8 +72,11 @@ def test_run_task_does_not_retry_other_errors(
 
     monkeypatch.setattr(fake_assistant, "run", broken)
     outcome = tasks.run_thread.apply(args=(str(run.pk),))
-    assert outcome.state == "FAILURE"
-    assert isinstance(outcome.result, ValueError)
+    # Not retried, and not left running for requeue_stale to resend forever: failed, by type.
+    assert outcome.result == "failed"
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == (Run.Status.FAILED, 1)
+    assert run.error == "ValueError: a bug, not an outage"
 
 
 @pytest.mark.django_db
