@@ -679,6 +679,44 @@ class Assistants:
             run_id=run_id,
         )
 
+    def resume_outcome(self, thread_id: str, metadata: Mapping[str, Any]) -> RunResult | None:
+        """What became of a resume sent with ``metadata`` (e.g. its ``reviewer_id`` and
+        ``reviewed_at``), read from the server's state, not from its stream: the resumed run's
+        result when a checkpoint carries that metadata (the server applied it), ``None`` when none
+        does (nothing was applied with it). Raises a transient :class:`ThreadResumptionError`
+        while the thread is still running it.
+
+        For a resume whose stream ended before it showed anything: a stream cut short proves
+        nothing either way.
+        """
+        thread_id = _check_uuid(thread_id, ThreadResumptionError)
+        try:
+            history = self.transport.request(
+                "POST",
+                f"/threads/{thread_id}/history",
+                json={"limit": 1, "metadata": dict(metadata)},
+                idempotent=True,
+            )
+        except TransportError as exc:
+            raise ThreadResumptionError(str(exc), transient=True) from None
+        if not history.ok:
+            raise _error(ThreadResumptionError, detail_of(history), history)
+        if not _json(history, ThreadResumptionError, "the thread's history"):
+            return None
+        state = self._state(thread_id, ThreadResumptionError)
+        interrupts = _interrupts_of(state)
+        tasks = state.get("tasks")
+        if not isinstance(tasks, list):
+            tasks = []
+        failures = [t.get("error") for t in tasks if isinstance(t, dict) and t.get("error")]
+        if failures:
+            raise ThreadResumptionError(self.transport.redact(str(failures[0]))[:2000])
+        if state.get("next") and not interrupts:
+            raise ThreadResumptionError("the resume is still running", transient=True)
+        return self._build(
+            state.get("values") or {}, thread_id, ThreadResumptionError, interrupts=interrupts
+        )
+
     def _run_ended(self, thread_id: str, run_id: str | None) -> bool:
         if not run_id:
             return True  # nothing to ask about: the result stands as streamed

@@ -112,6 +112,9 @@ class Assistant:
     def review_result(self, thread_id: str, run_id: str) -> RunResult:
         return self.client.review_result(thread_id, run_id)
 
+    def resume_outcome(self, thread_id: str, metadata: Mapping[str, Any]) -> RunResult | None:
+        return self.client.resume_outcome(thread_id, metadata)
+
     def start_run(
         self,
         thread_id: str,
