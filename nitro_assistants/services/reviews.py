@@ -3,6 +3,7 @@ and applying decisions on the server."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -342,15 +343,13 @@ def execute_resume(decision: Decision | int) -> Decision:
                 result = assistant.review(thread_id=thread_id, **_review_arguments(record, thread))
             messages = result.messages or assistant.thread_messages(thread_id=thread_id)
         except ReviewSupersededError as exc:
-            if _resume_still_running(assistant, thread_id, record):
-                # The resume's stream ended before its run did (a server shutting down closes
-                # open streams; it runs the resume again once back): retry, which joins the run.
-                raise ThreadResumptionError(
-                    "the resume's event stream ended before its run did", transient=True
-                ) from exc
-            close_decision(record, Decision.Outcome.SUPERSEDED, clean_error(exc))
-            supersede(review, reason="stale")
-            return record
+            # The stream showed no update: decide from the server's state, not from that.
+            outcome = _resume_outcome(assistant, thread_id, record)
+            if outcome is None:
+                close_decision(record, Decision.Outcome.SUPERSEDED, clean_error(exc))
+                supersede(review, reason="stale")
+                return record
+            result, messages = outcome
         except NitroAssistantsError as exc:
             if is_transient(exc):
                 raise
@@ -443,10 +442,38 @@ def collect_resume(run: Run, *, wait: bool) -> Run:
     return run
 
 
-def _resume_still_running(assistant: Any, thread_id: str, decision: Decision) -> bool:
-    """True when the server has this decision's resume run and has not finished it."""
-    remote = find_remote_run(assistant, thread_id, _resume_match(decision))
-    return remote is not None and remote.get("status") in ACTIVE_REMOTE_STATUSES
+def _resume_outcome(assistant: Any, thread_id: str, decision: Decision) -> tuple[Any, Any] | None:
+    """A resume reported superseded (its stream showed no update, which a stream cut short
+    shows too): what the server's state says became of it. ``(result, messages)`` when the
+    server applied it, ``None`` when the thread moved past it without it; a transient error
+    while that cannot be told yet (it is still running, or never reached the server)."""
+    match = _resume_match(decision)
+    try:
+        remote = find_remote_run(assistant, thread_id, match)
+    except NitroAssistantsError as exc:
+        if is_transient(exc):
+            raise
+        remote = None  # a run list a proxy garbled: the checkpoints below still tell
+    if remote is not None and remote.get("status") in ACTIVE_REMOTE_STATUSES:
+        # A server shutting down closes open streams and runs the resume again once back:
+        # retry, which joins the run.
+        raise ThreadResumptionError(
+            "the resume's event stream ended before its run did", transient=True
+        )
+    # A checkpoint carrying this decision's metadata: the server applied it.
+    result = assistant.resume_outcome(thread_id=thread_id, metadata=match)
+    if result is not None:
+        if remote is not None and not result.run_id:
+            result = dataclasses.replace(result, run_id=str(remote.get("run_id") or "") or None)
+        return result, result.messages or assistant.thread_messages(thread_id=thread_id)
+    # Nothing applied with it. Its pause still pending: the resume never reached the server
+    # (a proxy answered): send it again (keyed by interrupt id, it is applied once).
+    pending = assistant.under_review(thread_id=thread_id)
+    if pending is not None and set(pending.interrupt_ids) & set(decision.review.interrupt_ids):
+        raise ThreadResumptionError(
+            "the resume was not applied and its pause is still pending", transient=True
+        )
+    return None
 
 
 def _fail(review: Review, run: Run, error: str) -> None:
