@@ -124,7 +124,8 @@ class FakeAssistant:
       ``metadata`` they were given, as the server keeps it), which ``list_runs`` and ``get_run``
       answer from; ``start_run`` and ``start_review`` return that run (status ``"pending"``);
     - ``thread_state``: :attr:`state`; ``thread_messages``: its messages; ``under_review``:
-      :attr:`pending`;
+      :attr:`pending`; ``resume_outcome``: :attr:`applied` (``None``: no checkpoint carries the
+      resume's metadata, the server applied nothing with it);
     - any method named in :attr:`raises` raises that exception instead (after the call is
       recorded): ``FakeAssistant(raises={"thread_state": ThreadStateError("down")})``.
     """
@@ -135,6 +136,7 @@ class FakeAssistant:
     pending: PendingReview | None = None
     state: dict[str, Any] = field(default_factory=lambda: {"values": {"messages": []}})
     raises: dict[str, BaseException] = field(default_factory=dict)
+    applied: RunResult | None = None
 
     def called(self, name: str) -> list[dict[str, Any]]:
         """The arguments of every call of method ``name``, in order."""
@@ -288,6 +290,10 @@ class FakeAssistant:
     def under_review(self, thread_id: str) -> PendingReview | None:
         self._record("under_review", {"thread_id": thread_id})
         return self.pending
+
+    def resume_outcome(self, thread_id: str, metadata: Mapping[str, Any]) -> RunResult | None:
+        self._record("resume_outcome", {"thread_id": thread_id, "metadata": dict(metadata)})
+        return self.applied
 
 
 @contextmanager

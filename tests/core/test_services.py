@@ -231,6 +231,59 @@ def test_stale_resume_supersedes_the_review(
     assert sent(signal_log, "run_failed") == []
 
 
+def test_a_resume_the_server_applied_is_recorded_applied_though_its_stream_showed_nothing(
+    django_capture_on_commit_callbacks: Any,
+    fake_assistant: FakeAssistant,
+    enqueued: list[Any],
+    signal_log: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    review = ReviewFactory()
+    decision = services.decide(
+        review, None, {"tool_calls": [{"id": "call_1", "action": "approve"}]}
+    )
+
+    def cut(**kwargs: Any) -> None:
+        raise ReviewSupersededError("no update in the stream")
+
+    monkeypatch.setattr(fake_assistant, "review", cut)
+    fake_assistant.applied = run_result(
+        reply_review()
+    )  # a checkpoint carries the decision's metadata
+    with django_capture_on_commit_callbacks(execute=True):
+        services.execute_resume(decision.pk)
+    decision.refresh_from_db()
+    review.refresh_from_db()
+    assert (decision.outcome, review.status) == ("applied", "applied")
+    (asked,) = fake_assistant.called("resume_outcome")
+    assert asked["metadata"] == {
+        "reviewer_id": decision.reviewer_id,
+        "reviewed_at": decision.decided_at.isoformat(),
+    }
+    assert sent(signal_log, "review_superseded") == []
+    assert Review.objects.get(status="pending").kind == "reply"
+
+
+def test_a_resume_that_applied_nothing_while_its_pause_is_pending_is_retried(
+    fake_assistant: FakeAssistant, enqueued: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    review = ReviewFactory()
+    decision = services.decide(
+        review, None, {"tool_calls": [{"id": "call_1", "action": "approve"}]}
+    )
+
+    def unanswered(**kwargs: Any) -> None:
+        raise ReviewSupersededError("no update in the stream")
+
+    monkeypatch.setattr(fake_assistant, "review", unanswered)
+    fake_assistant.pending = tool_review(review.interrupt_ids[0])  # still pending on the server
+    with pytest.raises(ThreadResumptionError, match="still pending") as caught:
+        services.execute_resume(decision.pk)
+    assert caught.value.transient
+    decision.refresh_from_db()
+    assert decision.outcome == Decision.Outcome.PENDING
+
+
 def test_sync_finds_a_pause_that_appeared_and_one_that_vanished(
     django_capture_on_commit_callbacks: Any, fake_assistant: FakeAssistant, signal_log: list[Any]
 ) -> None:
