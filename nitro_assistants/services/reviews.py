@@ -12,7 +12,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from nitro_assistants import rules, signals
-from nitro_assistants.client.results import REPLY_DECISIONS, PendingReview, ReplyDraft
+from nitro_assistants.client.results import (
+    MAX_ID_LENGTH,
+    REPLY_DECISIONS,
+    PendingReview,
+    ReplyDraft,
+)
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import (
     InteractionConflictError,
@@ -83,6 +88,12 @@ def validate_decision(review: Review, decision: Mapping[str, Any]) -> dict[str, 
     if review.kind not in rules.REVIEW_KINDS:
         raise ThreadResumptionError(
             f"Deciding a {review.get_kind_display()} review is not supported here."
+        )
+    if any(len(str(i)) > MAX_ID_LENGTH for i in review.interrupt_ids):
+        # Mirrored before the client refused such ids: its decision could not be stored.
+        raise ThreadResumptionError(
+            f"This pause cannot be answered: its interrupt id is longer than {MAX_ID_LENGTH} "
+            "characters."
         )
     body = {k: v for k, v in decision.items() if k not in ("revision", "digest", "interrupt_id")}
     return rules.clean_review_decision(pending_review_of(review), body)

@@ -284,6 +284,17 @@ def test_a_resume_that_applied_nothing_while_its_pause_is_pending_is_retried(
     assert decision.outcome == Decision.Outcome.PENDING
 
 
+def test_a_review_whose_interrupt_id_is_too_long_is_refused_not_a_500(
+    fake_assistant: FakeAssistant, enqueued: list[Any]
+) -> None:
+    review = ReviewFactory(interrupt_ids=["f" * 80])  # mirrored before such ids were refused
+    with pytest.raises(ThreadResumptionError, match="longer than 64 characters"):
+        services.decide(review, None, {"tool_calls": [{"id": "call_1", "action": "approve"}]})
+    review.refresh_from_db()
+    assert review.status == Review.Status.PENDING
+    assert not Decision.objects.exists() and not Run.objects.filter(kind="resume").exists()
+
+
 def test_sync_finds_a_pause_that_appeared_and_one_that_vanished(
     django_capture_on_commit_callbacks: Any, fake_assistant: FakeAssistant, signal_log: list[Any]
 ) -> None:
