@@ -347,7 +347,7 @@ class Transport:
         total = self.total_timeout
         deadline = time.monotonic() + total
         for attempt in range(1, attempts + 1):
-            release = self._take_slot(method, path)
+            release = self._take_slot(method, path, deadline)
             started = time.monotonic()
             self.requests_sent += 1
             watch = _watchdog.watch(deadline)
@@ -406,15 +406,15 @@ class Transport:
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _take_slot(self, method: str, path: str) -> Any:
-        """Wait for one of the ``max_concurrent_requests`` slots; returns what gives it back
-        (once: a streamed response gives it back through its close, see _release_on_close)."""
+    def _take_slot(self, method: str, path: str, deadline: float) -> Any:
+        """Wait for one of the ``max_concurrent_requests`` slots, within the request's deadline
+        (the wait is part of its time); returns what gives it back (once: a streamed response
+        gives it back through its close, see _release_on_close)."""
         if self._slots is None:
             return _nothing
-        wait = self.total_timeout
-        if not self._slots.acquire(timeout=wait):
+        if not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise TransportError(
-                f"{method} {path}: no request slot came free within {wait:g} s "
+                f"{method} {path}: no request slot came free within {self.total_timeout:g} s "
                 f"(max_concurrent_requests={self.max_concurrent_requests})"
             )
         return self._slots.release
