@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from django.utils import timezone
 
 from nitro_assistants import services, tasks
+from nitro_assistants.exceptions import RunError
 from nitro_assistants.models import Decision, Event, Review, Run, Thread
 from nitro_assistants.services.errors import error_text
 from tests.core.conftest import sent
@@ -33,7 +35,7 @@ class FakeServer:
     """Answers each ``(method, path pattern)`` with what the test says: raw bytes on a socket."""
 
     def __init__(self) -> None:
-        self.routes: dict[tuple[str, str], bytes] = {}
+        self.routes: dict[tuple[str, str], Any] = {}
         self.raw = RawServer(self._handle)
 
     def route(self, method: str, pattern: str, body: bytes | str | Any, **headers: str) -> None:
@@ -50,7 +52,10 @@ class FakeServer:
         method, path = request.split(b" ", 2)[:2]
         for (want, pattern), response in self.routes.items():
             if want == method.decode() and re.fullmatch(pattern, path.decode().split("?")[0]):
-                conn.sendall(response)
+                if callable(response):
+                    response(conn)
+                else:
+                    conn.sendall(response)
                 return
         conn.sendall(answer("404 Not Found", b'{"detail": "not found"}'))
 
@@ -241,3 +246,27 @@ def test_an_error_that_is_not_the_packages_is_named_by_its_type() -> None:
     assert error_text(services.ReviewNotPendingError("Review #1 was already Applied.")) == (
         "Review #1 was already Applied."
     )
+
+
+def test_a_trickling_server_frees_the_worker_at_the_timeout(
+    server: FakeServer, settings: Any, enqueued: list[Any]
+) -> None:
+    """TIMEOUT bounds the whole request: a server sending a byte a second (every read well
+    within the timeout) no longer holds the worker and the run's row lock for as long as it likes."""
+
+    def trickle(conn: Any) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 9999\r\n\r\n"
+        )
+        for _ in range(60):
+            conn.sendall(b" ")
+            time.sleep(1)
+
+    server.routes[("POST", WAIT)] = trickle
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "TIMEOUT": 3}
+    run = services.start_run("walkthrough", "hi")
+    started = time.monotonic()
+    with pytest.raises(RunError, match="longer than 3 s in all") as caught:
+        services.execute_run(run.pk)
+    assert time.monotonic() - started < 4.5
+    assert caught.value.transient  # the task retries; the retry finds the run by its metadata
