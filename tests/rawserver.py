@@ -8,7 +8,7 @@ import socket
 import threading
 from collections.abc import Callable
 
-from tests.langgraph_server import free_port
+from nitro_assistants.testing.launchers import free_port
 
 #: Called with the connection and the request's raw bytes (request line, headers and body).
 Handler = Callable[[socket.socket, bytes], None]
