@@ -582,3 +582,55 @@ def test_interactions_and_events_are_readable_by_the_opener(
     assert_error(api.get(f"sessions/{session}/interactions", key=sams), 403, "forbidden")
     grant(stranger, "nitro_assistants.view_review")
     assert api.get(f"sessions/{session}/interactions", key=sams).status_code == 200
+
+
+TEXT_FIELD = {"name": "note", "label": "Note", "widget": "text", "required": False}
+NUMBER_FIELD = {"name": "minutes", "label": "Minutes", "widget": "number", "required": True}
+BOOLEAN_FIELD = {"name": "urgent", "label": "Urgent", "widget": "checkbox"}
+DATE_FIELD = {"name": "on", "label": "On", "widget": "date"}
+MULTI_FIELD = {"name": "days", "label": "Days", "widget": "multiselect", "options": ["Tue", "Fri"]}
+UNKNOWN_FIELD = {"name": "colour", "label": "Colour", "widget": "swatch"}
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        ({"note": {"text": "an object"}}, "edits.s1.note"),  # an object for a text field
+        ({"note": ["a", "list"]}, "edits.s1.note"),
+        ({"note": 42}, "edits.s1.note"),
+        ({"minutes": "ten"}, "edits.s1.minutes"),
+        ({"minutes": True}, "edits.s1.minutes"),  # a boolean is no number
+        ({"urgent": "yes"}, "edits.s1.urgent"),
+        ({"on": "next Tuesday"}, "edits.s1.on"),
+        ({"days": "Tue"}, "edits.s1.days"),
+        ({"days": ["Tue", "Sun"]}, "edits.s1.days"),
+        ({"colour": {"r": 1}}, "edits.s1.colour"),  # no widget edits an object
+    ],
+)
+def test_a_plan_edit_must_fit_its_fields_widget(
+    api: Api, interaction: Any, registered_operations: Any, edit: dict[str, Any], field: str
+) -> None:
+    fields = [TEXT_FIELD, NUMBER_FIELD, BOOLEAN_FIELD, DATE_FIELD, MULTI_FIELD, UNKNOWN_FIELD]
+    review = interaction("plan", plan(step("s1", fields=fields)))
+    body = {"decision": "approve", "edits": {"s1": edit}}
+    error = assert_error(api.decide(review, body), 400, "invalid_json", field)
+    assert "takes" in error["message"] or "not an option" in error["message"]
+    assert not Decision.objects.exists()
+
+
+def test_plan_edits_that_fit_their_widgets_are_accepted(
+    api: Api, interaction: Any, registered_operations: Any, run_tasks_inline: Any
+) -> None:
+    fields = [TEXT_FIELD, NUMBER_FIELD, BOOLEAN_FIELD, DATE_FIELD, MULTI_FIELD, UNKNOWN_FIELD]
+    review = interaction("plan", plan(step("s1", fields=fields)))
+    edit = {
+        "note": "ring first",
+        "minutes": 15,
+        "urgent": True,
+        "on": "2026-12-08",
+        "days": ["Fri"],
+        "colour": "teal",
+    }
+    response = api.decide(review, {"decision": "approve", "edits": {"s1": edit}})
+    assert response.status_code == 200, response.json()
+    assert Decision.objects.get().answer["edits"] == {"s1": edit}
