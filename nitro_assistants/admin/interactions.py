@@ -15,9 +15,11 @@ from django.utils.translation import gettext_lazy as _
 from nitro_assistants.admin.forms import ReviewDecisionForm, register_decision_form
 from nitro_assistants.models import Review
 from nitro_assistants.rules import (
+    BOOLEAN_WIDGETS,
     CONTENT_KEY,
     DECISIONS_BY_KIND,
     MAX_NOTE,
+    NUMBER_WIDGETS,
     option_values,
     plan_steps,
 )
@@ -171,6 +173,26 @@ class BlueprintDecisionForm(InteractionDecisionForm):
         return self.body()
 
 
+def _widget_field(spec: dict[str, Any], label: str) -> forms.Field:
+    """A form field for a plan step's field without options, after its widget (the values it
+    gives are the types rules.widget_problem accepts)."""
+    widget = str(spec.get("widget") or "text").lower()
+    help_text = str(spec.get("help") or "")
+    if widget in NUMBER_WIDGETS:
+        return forms.FloatField(label=label, required=False, help_text=help_text)
+    if widget in BOOLEAN_WIDGETS:
+        return forms.TypedChoiceField(
+            label=label,
+            choices=[("", "—"), ("true", _("yes")), ("false", _("no"))],
+            coerce=lambda v: v == "true",
+            empty_value=None,
+            required=False,
+            help_text=help_text,
+        )
+    textarea = forms.Textarea(attrs={"rows": 3}) if widget == "textarea" else None
+    return forms.CharField(label=label, required=False, help_text=help_text, widget=textarea)
+
+
 class StepForm(forms.Form):
     """One plan step: whether it runs (optional steps), its editable fields, a comment."""
 
@@ -211,9 +233,7 @@ class StepForm(forms.Form):
                     help_text=str(spec.get("help") or ""),
                 )
             else:
-                self.fields[f"field__{spec['name']}"] = forms.CharField(
-                    label=label, required=False, help_text=str(spec.get("help") or "")
-                )
+                self.fields[f"field__{spec['name']}"] = _widget_field(spec, label)
         self.fields["comment"] = forms.CharField(
             label=_("Comment on this step"),
             required=False,
@@ -223,6 +243,8 @@ class StepForm(forms.Form):
 
     @staticmethod
     def _shown(value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
         return "" if value is None else str(value)
 
     @property
@@ -235,6 +257,8 @@ class StepForm(forms.Form):
             name = spec["name"]
             value = self.cleaned_data.get(f"field__{name}")
             original = self.input.get(name)
+            if isinstance(value, float) and value.is_integer() and not isinstance(original, float):
+                value = int(value)  # a number field shows 15, not 15.0
             if value != original and self._shown(value) != self._shown(original):
                 changed[name] = value
         return changed

@@ -155,3 +155,43 @@ def test_an_approved_plan_shows_each_steps_result_on_its_review_screen(
     # A link an operation returns is followed only if it is http(s) or a path on this site.
     assert "linked" in rows[2][1] and "<a " not in rows[2][1]
     assert "javascript:alert(1)" in rows[2][1]
+
+
+def test_plan_form_edits_number_and_yes_no_fields_as_their_types(
+    admin_client: Client, interaction: Any, registered_operations: Any, run_tasks_inline: Any
+) -> None:
+    fields = [
+        {"name": "minutes", "label": "Minutes", "widget": "number", "required": True},
+        {"name": "urgent", "label": "Urgent", "widget": "checkbox"},
+    ]
+    review = interaction("plan", plan(step("s1", fields=fields, input={"minutes": 15})))
+    page = admin_client.get(screen(review)).content.decode()
+    assert 'type="number"' in page and 'value="15"' in page
+    # Untouched: no edit at all (15 is not sent back as 15.0 or "15").
+    untouched = post(
+        admin_client, review, {"interaction-decision": "approve", "step-0-field__minutes": "15"}
+    )
+    assert untouched.status_code == 302, untouched.content.decode()[:3000]
+    assert Decision.objects.get(review=review).answer["edits"] == {}
+
+
+def test_plan_form_edit_of_a_number_field_is_a_number(
+    admin_client: Client, interaction: Any, registered_operations: Any, run_tasks_inline: Any
+) -> None:
+    fields = [
+        {"name": "minutes", "label": "Minutes", "widget": "number", "required": True},
+        {"name": "urgent", "label": "Urgent", "widget": "checkbox"},
+    ]
+    review = interaction("plan", plan(step("s1", fields=fields, input={"minutes": 15})))
+    response = post(
+        admin_client,
+        review,
+        {
+            "interaction-decision": "approve",
+            "step-0-field__minutes": "20",
+            "step-0-field__urgent": "true",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    (decision,) = Decision.objects.all()
+    assert decision.answer["edits"] == {"s1": {"minutes": 20, "urgent": True}}
