@@ -6,11 +6,12 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
-from celery import Celery, _state
+from celery import _state
 from django.core.checks import CheckMessage, Error, register
 
 from nitro_assistants.client.http import is_request_limit
 from nitro_assistants.conf import app_settings
+from nitro_assistants.services.enqueue import is_fallback
 
 # What a value copied from a docs snippet or an example settings file looks like: "...", "<id>",
 # "{{ id }}", "your-assistant-id", "changeme". No assistant is called that, and the server would
@@ -125,7 +126,7 @@ def _check_celery() -> list[CheckMessage]:
     # A shared_task with no app to bind to falls back to an app Celery builds for itself, which
     # would send every task to amqp://localhost, where no worker of the project listens: that is a
     # missing app, not a choice.
-    if _is_celery_fallback(_state.get_current_app()):
+    if is_fallback(_state.get_current_app()):
         return [
             Error(
                 "No Celery app is configured: nitro_assistants tasks would not reach a worker.",
@@ -135,16 +136,3 @@ def _check_celery() -> list[CheckMessage]:
             )
         ]
     return []
-
-
-def _is_celery_fallback(app: Celery) -> bool:
-    """True for the app Celery makes when no other was created (celery._state._get_current_app:
-    ``Celery("default", fixups=[], set_as_current=False)``). An app a project creates keeps
-    Celery's built-in fix-ups, and one made as Celery's Django guide shows becomes the default
-    app (its Django fix-up sets it), so the fallback cannot be mistaken for it."""
-    return (
-        app is _state.default_app
-        and app.main == "default"
-        and not app.fixups
-        and not app.set_as_current
-    )
