@@ -158,8 +158,13 @@ class InboxMixin:
         """The claim and assignment of every row in the same statement as the rows."""
         return queryset.select_related("claim__user", "assignment__user", "assignment__group")
 
-    @admin.display(description=gettext_lazy("claimed"))
+    @admin.display(description=gettext_lazy("who"))
     def claimed(self, obj: Review) -> str:
+        """Who has the review now ("Jane · 2 min") and, below, whom it is for: one column, as
+        the queue has little width to spare beside the two sidebars."""
+        return format_html("{}{}", self._claim_html(obj), self._assigned_html(obj))
+
+    def _claim_html(self, obj: Review) -> str:
         now = timezone.now()
         held: Claim | None = getattr(obj, "claim", None)
         state = None
@@ -178,26 +183,35 @@ class InboxMixin:
             return format_html('<span class="nitro-claim" data-review="{}">—</span>', obj.pk)
         return format_html(
             '<span class="nitro-claim nitro-claimed" data-review="{}" data-user="{}" '
-            'data-since="{}" data-expires="{}">{}</span>',
+            'data-since="{}" data-expires="{}" title="{}">{}</span>',
             obj.pk,
             state["user"],
             state["since"] or "",
             state["expires"],
-            claim_label(state["name"], held.claimed_at if held else None, now),
+            state["name"],
+            claim_label(state["short"], held.claimed_at if held else None, now),
         )
 
-    @admin.display(description=gettext_lazy("assigned to"))
-    def assigned(self, obj: Review) -> str:
+    def _assigned_html(self, obj: Review) -> str:
         assignment = getattr(obj, "assignment", None)
-        if assignment is None:
-            return format_html('<span class="nitro-assigned" data-review="{}">—</span>', obj.pk)
-        who = assignment.group.name if assignment.group_id else assignment.user
-        name = (
-            who
-            if isinstance(who, str)
-            else live.display_name(who.first_name, who.last_name, who.get_username())
+        name = ""
+        if assignment is not None:
+            who = assignment.group.name if assignment.group_id else assignment.user
+            name = (
+                who
+                if isinstance(who, str)
+                else live.display_name(who.first_name, who.last_name, who.get_username())
+            )
+        if not name:  # an empty line the live queue fills when the review is assigned
+            return format_html(
+                '<span class="nitro-assigned" data-review="{}" hidden></span>', obj.pk
+            )
+        return format_html(
+            '<span class="nitro-assigned" data-review="{}" title="{}">{}</span>',
+            obj.pk,
+            _("assigned to"),
+            _("for %(who)s") % {"who": name},
         )
-        return format_html('<span class="nitro-assigned" data-review="{}">{}</span>', obj.pk, name)
 
     def inbox_changelist_context(self, request: HttpRequest) -> dict[str, Any]:
         query = request.GET.urlencode()

@@ -61,6 +61,11 @@ def etag(user: Any, mark: tuple[Any, ...], scope: str) -> str:
     return '"' + hashlib.sha256(raw).hexdigest()[:32] + '"'
 
 
+def short_name(first: str | None, username: str | None) -> str:
+    """ "Jane": what a narrow queue column has room for."""
+    return str(first or username or "")
+
+
 def claim_state(
     now: datetime.datetime,
     *,
@@ -78,6 +83,7 @@ def claim_state(
     return {
         "user": user_id,
         "name": display_name(first, last, username),
+        "short": short_name(first, username),
         "since": claimed_at.isoformat() if claimed_at else None,
         "expires": expires_at.isoformat(),
     }

@@ -190,9 +190,7 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
         "age",
         "status",
         "delivery",
-        # claims and assignments (admin/inbox.py)
-        "claimed",
-        "assigned",
+        "claimed",  # who has it, whom it is for (admin/inbox.py)
     ]
     list_display_links = None  # the held item links to its review screen, not a change form
     list_filter = [

@@ -77,7 +77,7 @@ def test_opening_a_review_claims_it_and_others_see_who_has_it(
     assert 'id="nitro-take-over" class="nitro-take-over">' in page  # shown, not hidden
 
     queue = reviewer_client.get(QUEUE).content.decode()
-    assert "Jane Doe · 0 min" in queue
+    assert "Jane · 0 min" in queue
 
 
 def test_a_looker_opening_a_review_claims_nothing(looker_client: Client) -> None:
@@ -180,7 +180,7 @@ def test_assigned_to_me_or_my_groups_is_the_default_for_reviewers_with_assignmen
     response = reviewer_client.get(QUEUE)
     assert {r.pk for r in response.context["cl"].result_list} == {to_me.pk, to_team.pk}
     page = response.content.decode()
-    assert "Billing" in page and "To me or my groups" in page
+    assert "for Billing" in page and "To me or my groups" in page
     everything = reviewer_client.get(QUEUE, {"assigned": "any"}).context["cl"].result_list
     assert {r.pk for r in everything} == {to_me.pk, to_team.pk, to_jane.pk, nobody.pk}
     # Jane has one assignment; a reviewer with none sees the whole queue by default.
@@ -443,5 +443,5 @@ def test_queue_query_count_is_flat_with_claims_and_assignments(
         hundred = count()
         page = reviewer_client.get(QUEUE, {"status": "all", "assigned": "any"})
     assert len(page.context["cl"].result_list) == 100
-    assert "Jane Doe · 0 min" in page.content.decode()
+    assert "Jane · 0 min" in page.content.decode()
     assert one == hundred <= 10

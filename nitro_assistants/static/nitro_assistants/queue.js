@@ -32,7 +32,7 @@
 
     function claimText(claim) {
       var age = NitroLive.minutesSince(claim.since, Date.now() + skew);
-      return claim.name + " · " + age + " " + d.labelMin;
+      return claim.short + " · " + age + " " + d.labelMin;
     }
 
     function updateRow(row, state) {
@@ -46,11 +46,13 @@
         claim.classList.toggle("nitro-claimed", !!state.claim);
         claim.classList.toggle("nitro-claim-mine", !!state.claim && Number(state.claim.user) === me);
         claim.dataset.since = state.claim ? state.claim.since : "";
+        claim.title = state.claim ? state.claim.name : "";
       }
       var assigned = row.querySelector(".nitro-assigned");
       if (assigned) {
-        var who = state.assigned || "—";
+        var who = state.assigned ? d.labelFor.replace("%s", state.assigned) : "";
         if (assigned.textContent !== who) assigned.textContent = who;
+        assigned.hidden = !who;
       }
     }
 
