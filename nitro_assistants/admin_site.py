@@ -14,7 +14,7 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 
 from nitro_assistants.models import Review
-from nitro_assistants.services.claims import decidable_by
+from nitro_assistants.services.claims import pending_decidable
 
 #: The badge is styled inline: the admin index loads only the admin's own stylesheets.
 BADGE_STYLE = (
@@ -28,7 +28,7 @@ def pending_count(request: HttpRequest) -> int:
     """Pending reviews the user may decide, counted once per request."""
     count = getattr(request, "_nitro_pending_count", None)
     if count is None:
-        count = decidable_by(request.user).count()
+        count = pending_decidable(request.user).count()
         request._nitro_pending_count = count  # type: ignore[attr-defined]
     return int(count)
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from nitro_assistants.admin.conversation import held_summary
 from nitro_assistants.models import Claim, Decision, Event, Review
-from nitro_assistants.services.claims import decidable_by
+from nitro_assistants.services.claims import pending_decidable
 
 #: The most rows one poll reports on (the queue shows at most a page of them).
 MAX_ROWS = 200
@@ -36,7 +36,9 @@ def display_name(first: str | None, last: str | None, username: str | None) -> s
 def marker(user: Any) -> tuple[Any, ...]:
     """(newest event id, newest claim change, newest review id, pending reviews ``user`` may
     decide): one statement, the same on every page."""
-    pending_sql, pending_params = decidable_by(user).order_by().values("pk").query.sql_with_params()
+    pending_sql, pending_params = (
+        pending_decidable(user).order_by().values("pk").query.sql_with_params()
+    )
     event, claim, review = (m._meta.db_table for m in (Event, Claim, Review))
     alias = router.db_for_read(Review)
     connection = connections[alias]

@@ -21,13 +21,12 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from nitro_assistants import rules
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import ConfigurationError
 from nitro_assistants.models import Assignment, Claim, Review
 from nitro_assistants.services.audit import record_event
 from nitro_assistants.services.interactions import username
-from nitro_assistants.services.reviews import DECIDE_PERMISSION
+from nitro_assistants.services.reviews import decidable_by
 
 logger = logging.getLogger("nitro_assistants")
 
@@ -182,16 +181,11 @@ def assigned_to(user: Any) -> Q:
 # -- what a user may decide, and the next of it ---------------------------------------------
 
 
-def decidable_by(user: Any, reviews: QuerySet[Review] | None = None) -> QuerySet[Review]:
-    """The pending reviews ``user`` may decide in the admin (the rule of
-    :func:`~nitro_assistants.services.may_decide`, as a query)."""
+def pending_decidable(user: Any, reviews: QuerySet[Review] | None = None) -> QuerySet[Review]:
+    """The pending reviews ``user`` may decide in the admin (``decidable_by``, the rule of
+    :func:`~nitro_assistants.services.may_decide` as a query)."""
     reviews = Review.objects.all() if reviews is None else reviews
-    pending = reviews.filter(status=Review.Status.PENDING)
-    if not (getattr(user, "is_authenticated", False) and user.is_active):
-        return pending.none()
-    if user.has_perm(DECIDE_PERMISSION):
-        return pending
-    return pending.filter(kind__in=rules.INTERACTION_KINDS, thread__opened_by_id=user.pk)
+    return reviews.filter(decidable_by(user, "admin"), status=Review.Status.PENDING)
 
 
 def next_review(
@@ -203,7 +197,9 @@ def next_review(
     if candidates is None:
         candidates = Review.objects.order_by("requested_at", "pk")
     now = timezone.now()
-    free = decidable_by(user, candidates).exclude(active_claims(now) & ~Q(claim__user_id=user.pk))
+    free = pending_decidable(user, candidates).exclude(
+        active_claims(now) & ~Q(claim__user_id=user.pk)
+    )
     if after is not None:
         free = free.exclude(pk=after.pk)
     for review in free.select_related("thread")[:NEXT_REVIEW_TRIES]:
