@@ -32,6 +32,7 @@ class AppSettings:
         "CLAIM_MINUTES": 5,
         "ASSIGN_REVIEW": "",
         "LIVE_POLL_SECONDS": 3,
+        "NEXT_AFTER_DECISION": False,
     }
 
     def _setting(self, name: str) -> Any:
@@ -134,6 +135,12 @@ class AppSettings:
     def LIVE_POLL_SECONDS(self) -> float:
         """How often the queue and the review screen ask the live endpoint what changed."""
         return float(self._setting("LIVE_POLL_SECONDS"))
+
+    @property
+    def NEXT_AFTER_DECISION(self) -> bool:
+        """After a decision on its screen, open the next review (claimed for the reviewer; the
+        decision's outcome follows live at the top) instead of staying on the decided one."""
+        return bool(self._setting("NEXT_AFTER_DECISION"))
 
     def client_config(self) -> dict[str, Any]:
         """What :class:`nitro_assistants.client.registry.Registry` is built from."""

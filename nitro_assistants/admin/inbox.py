@@ -7,6 +7,7 @@ change it makes goes through :mod:`nitro_assistants.services.claims`.
 
 from __future__ import annotations
 
+import copy
 import datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -41,6 +42,8 @@ from nitro_assistants.services import claims
 ASSIGN_PERMISSION = "nitro_assistants.assign_review"
 #: The query string of the queue a review was opened from, carried to "next review".
 FILTERS_PARAM = "_changelist_filters"
+#: The review just decided, whose outcome the next review's screen follows live.
+DECIDED_PARAM = "decided"
 
 
 def claim_label(name: str, since: datetime.datetime | None, now: datetime.datetime) -> str:
@@ -267,6 +270,8 @@ class InboxMixin:
             else ""
         )
         filters = request.GET.get(FILTERS_PARAM, "")
+        decided = request.GET.get(DECIDED_PARAM, "")
+        decided_pk = int(decided) if decided.isdigit() and int(decided) != review.pk else None
         assignment = getattr(review, "assignment", None)
         may_assign = bool(request.user.has_perm(ASSIGN_PERMISSION)) and pending
         return {
@@ -290,7 +295,22 @@ class InboxMixin:
             + (f"?{filters}" if filters else f"?{urlencode({'after': review.pk})}"),
             "poll_seconds": app_settings.LIVE_POLL_SECONDS,
             "lease_seconds": int(claims.lease().total_seconds()),
+            "decided_pk": decided_pk,
+            "decided_url": self._review_screen_url(Review(pk=decided_pk)) if decided_pk else "",
+            "decided_live_url": f"{self._inbox_url('live')}?review={decided_pk}"
+            if decided_pk
+            else "",
         }
+
+    def after_decision_url(self, request: HttpRequest, review: Review) -> str:
+        """Where a decision made on the review screen leads: the next review
+        (``NEXT_AFTER_DECISION``, in the queue's filters the screen was opened with), or back to
+        the decided review, whose outcome then arrives live."""
+        filters = request.GET.get(FILTERS_PARAM, "")
+        if app_settings.NEXT_AFTER_DECISION:
+            params = f"{filters}&" if filters else ""
+            return f"{self._inbox_url('next')}?{params}{urlencode({'after': review.pk, DECIDED_PARAM: review.pk})}"
+        return self._review_screen_url(review) + self.filters_suffix(request)
 
     def filters_suffix(self, request: HttpRequest) -> str:
         """The queue's filters a review screen was opened with, to keep on its next URL."""
@@ -339,13 +359,16 @@ class InboxMixin:
             raise PermissionDenied
         params = request.GET.copy()
         after_pk = params.pop("after", [""])[-1]
+        decided = params.pop(DECIDED_PARAM, [""])[-1]
         after = Review.objects.filter(pk=int(after_pk)).first() if after_pk.isdigit() else None
         candidates: QuerySet[Review] | None = None
         if params:
-            request.GET = params  # type: ignore[assignment]  # the changelist reads its filters and ordering from GET
+            # The changelist reads its filters and ordering from GET: the queue's, on a copy.
+            queue_request = copy.copy(request)
+            queue_request.GET = params  # type: ignore[assignment]
             try:
-                changelist = self.get_changelist_instance(request)  # type: ignore[attr-defined]
-                candidates = changelist.get_queryset(request)
+                changelist = self.get_changelist_instance(queue_request)  # type: ignore[attr-defined]
+                candidates = changelist.get_queryset(queue_request)
             except IncorrectLookupParameters:
                 candidates = None
         found = claims.next_review(request.user, candidates, after=after)
@@ -355,8 +378,12 @@ class InboxMixin:
             messages.info(request, _("No more reviews are waiting for you."))
             return HttpResponseRedirect(queue + (f"?{query}" if query else ""))
         target = self._review_screen_url(found)
-        if query:
-            target += "?" + urlencode({FILTERS_PARAM: query})
+        carried = {
+            **({DECIDED_PARAM: decided} if decided.isdigit() else {}),
+            **({FILTERS_PARAM: query} if query else {}),
+        }
+        if carried:
+            target += "?" + urlencode(carried)
         return HttpResponseRedirect(target)
 
     def claim_view(self, request: HttpRequest, object_id: str) -> HttpResponse:

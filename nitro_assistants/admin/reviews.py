@@ -408,9 +408,7 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
                             request,
                             _("Decision recorded on review #%(pk)s.") % {"pk": review.pk},
                         )
-                        return HttpResponseRedirect(
-                            self.review_url(review) + self.filters_suffix(request)
-                        )
+                        return HttpResponseRedirect(self.after_decision_url(request, review))
                 elif review.status != Review.Status.PENDING:
                     stale, status = True, 409
                 else:

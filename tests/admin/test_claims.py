@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from nitro_assistants import services
+from nitro_assistants.checks import check_settings
 from nitro_assistants.client.results import PendingReview, ReplyDraft
 from nitro_assistants.models import Assignment, Claim, Event, Review
 from nitro_assistants.services import claims
@@ -445,3 +446,60 @@ def test_queue_query_count_is_flat_with_claims_and_assignments(
     assert len(page.context["cl"].result_list) == 100
     assert "Jane · 0 min" in page.content.decode()
     assert one == hundred <= 10
+
+
+# -- after a decision -----------------------------------------------------------------------
+
+
+def test_with_next_after_decision_a_decision_opens_the_next_review(
+    settings: Any, reviewer_client: Client, reviewer: Any
+) -> None:
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "NEXT_AFTER_DECISION": True}
+    first, second = make_tool_review(), make_reply_review("Second in line.")
+    opened = reviewer_client.get(NEXT, {"kind__exact": "tool_calls"})
+    assert opened["Location"].startswith(review_url(first) + "?_changelist_filters=")
+    response = reviewer_client.post(
+        opened["Location"], {**stamp(first), "call-0-action": "approve", "_decide": "1"}
+    )
+    assert (
+        response["Location"] == f"{NEXT}?kind__exact=tool_calls&after={first.pk}&decided={first.pk}"
+    )
+    # No other tool-call review waits: back to the filtered queue.
+    assert (
+        reviewer_client.get(response["Location"])["Location"] == f"{QUEUE}?kind__exact=tool_calls"
+    )
+
+    third = make_tool_review()
+    response = reviewer_client.post(
+        review_url(third), {**stamp(third), "call-0-action": "approve", "_decide": "1"}
+    )
+    assert response["Location"] == f"{NEXT}?after={third.pk}&decided={third.pk}"
+    landed = reviewer_client.get(response["Location"])["Location"]
+    assert landed == f"{review_url(second)}?decided={third.pk}"
+    page = reviewer_client.get(landed).content.decode()
+    assert f'data-live-url="{LIVE}?review={third.pk}"' in page
+    assert f'Your decision on <a href="{review_url(third)}">review #{third.pk}</a>' in page
+    assert holder(second) == reviewer
+
+
+def test_without_it_a_decision_stays_on_its_review(reviewer_client: Client) -> None:
+    review = make_tool_review()
+    response = reviewer_client.post(
+        review_url(review), {**stamp(review), "call-0-action": "approve", "_decide": "1"}
+    )
+    assert response["Location"] == review_url(review)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"ASSIGN_REVIEW": "tests.admin.test_claims.no_such_rule"}, "nitro_assistants.E011"),
+        ({"ASSIGN_REVIEW": "tests.admin.test_claims.QUEUE"}, "nitro_assistants.E011"),
+        ({"CLAIM_MINUTES": 0}, "nitro_assistants.E012"),
+        ({"LIVE_POLL_SECONDS": "soon"}, "nitro_assistants.E012"),
+        ({"ASSIGN_REVIEW": "tests.admin.test_claims.route_to_billing"}, None),
+    ],
+)
+def test_inbox_settings_are_checked(settings: Any, config: dict[str, Any], expected: Any) -> None:
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, **config}
+    assert [m.id for m in check_settings()] == ([expected] if expected else [])

@@ -182,3 +182,26 @@ def test_the_pending_count_on_the_index_and_live_in_the_sidebar(
     row.locator("td.field-status").filter(has_text="decided").wait_for()
     assert "nitro-row-closed" in (row.get_attribute("class") or "")
     assert page.evaluate("window.__same_page") is True
+
+
+def test_with_next_after_decision_the_outcome_follows_on_the_next_review(
+    settings: Any, login: Any, live_server: Any, jane: Any
+) -> None:
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "NEXT_AFTER_DECISION": True}
+    first = make_tool_review()
+    second = make_reply_review("Second in line.")
+    page = login(jane)
+    page.keyboard.press("n")
+    page.wait_for_url(f"**{QUEUE}{first.pk}/review/**")
+    page.click("input[name='_approve']")
+    page.wait_for_url(f"**{QUEUE}{second.pk}/review/?decided={first.pk}**")
+    assert Claim.objects.get(review=second).user == jane
+    strip = page.locator("#nitro-decided")
+    strip.filter(has_text="pending").wait_for()
+    page.evaluate("window.__same_page = true")
+    decision = Review.objects.get(pk=first.pk).decision
+    services.fail_resume(decision.pk, "The assistant refused the resume")
+    page.locator("#nitro-decided-outcome").filter(
+        has_text="failed — The assistant refused the resume"
+    ).wait_for()
+    assert page.evaluate("window.__same_page") is True

@@ -172,12 +172,37 @@
         .catch(function () {});
     }
 
+    // The review decided just before this one was opened (NEXT_AFTER_DECISION): its outcome.
+    var strip = document.getElementById("nitro-decided");
+    if (strip) {
+      poll(strip.dataset.liveUrl, d.pollSeconds, function (body) {
+        var state = body.review;
+        if (!state) return;
+        var outcome = document.getElementById("nitro-decided-outcome");
+        var text = (state.outcome_label || state.status_label) + (state.error ? " — " + state.error : "");
+        if (outcome.textContent !== text) outcome.textContent = text;
+        strip.dataset.outcome = state.outcome || "";
+        var following = document.getElementById("nitro-decided-next");
+        following.textContent = "";
+        if (state.next && Number(state.next.pk) !== Number(d.review)) {
+          following.appendChild(document.createTextNode(" · " + d.labelWaits + " "));
+          var link = document.createElement("a");
+          link.href = state.next.url;
+          link.textContent = state.next.kind + " #" + state.next.pk;
+          following.appendChild(link);
+        }
+      });
+    }
+
     var renewEvery = Math.max(Number(d.leaseSeconds) / 3, 5) * 1000;
     setInterval(function () {
       if (d.renew) post("renew");
     }, renewEvery);
     window.addEventListener("pagehide", function () {
       if (d.renew) post("release", true);
+    });
+    window.addEventListener("pageshow", function (event) {
+      if (event.persisted && d.renew) post("renew"); // back from the page cache: claim again
     });
 
     poll(d.liveUrl, d.pollSeconds, function (body) {
