@@ -47,11 +47,20 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
     for any other the current row (or an unsaved, expired one) is returned unchanged."""
     now = timezone.now()
     until = now + lease()
+    if review.status != Review.Status.PENDING:
+        return Claim.objects.filter(review_id=review.pk).first() or Claim(
+            review=review, user=user, claimed_at=now, expires_at=now
+        )
     with transaction.atomic():
+        # A write first: renewing one's own live claim is this one statement, and the
+        # transaction holds its write lock from the start (SQLite would otherwise refuse one
+        # of two transactions that both read before writing: "database is locked").
+        if Claim.objects.filter(review_id=review.pk, user_id=user.pk, expires_at__gt=now).update(
+            expires_at=until, changed_at=now
+        ):
+            return Claim.objects.get(review_id=review.pk)
         held = Claim.objects.select_for_update().filter(review_id=review.pk).first()
         if held is None:
-            if review.status != Review.Status.PENDING:
-                return Claim(review=review, user=user, claimed_at=now, expires_at=now)
             try:
                 with transaction.atomic():  # a savepoint: the other insert may win the race
                     held = Claim.objects.create(
@@ -62,8 +71,6 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
             else:
                 record_event(review.thread, "review_claimed", review=review, actor=user)
                 return held
-        if review.status != Review.Status.PENDING:
-            return held
         live = held.active(now)
         if held.user_id == user.pk:  # a renewal: the screen is still open
             if not live:
@@ -93,17 +100,11 @@ def release_claim(review: Review, user: Any) -> bool:
     """End ``user``'s claim on ``review`` (the screen was closed, or they decided it). The row
     stays, expired, so the change shows in the live view; False when they held no claim."""
     now = timezone.now()
-    with transaction.atomic():
-        held = (
-            Claim.objects.select_for_update()
-            .filter(review_id=review.pk, user_id=user.pk, expires_at__gt=now)
-            .first()
-        )
-        if held is None:
-            return False
-        held.expires_at = held.changed_at = now
-        held.save(update_fields=["expires_at", "changed_at"])
-    return True
+    # One statement: it cannot interleave with another transaction's reads and writes.
+    ended = Claim.objects.filter(review_id=review.pk, user_id=user.pk, expires_at__gt=now).update(
+        expires_at=now, changed_at=now
+    )
+    return bool(ended)
 
 
 def active_claims(now: datetime.datetime | None = None) -> Q:

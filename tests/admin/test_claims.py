@@ -502,4 +502,5 @@ def test_without_it_a_decision_stays_on_its_review(reviewer_client: Client) -> N
 )
 def test_inbox_settings_are_checked(settings: Any, config: dict[str, Any], expected: Any) -> None:
     settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, **config}
-    assert [m.id for m in check_settings()] == ([expected] if expected else [])
+    inbox = {"nitro_assistants.E011", "nitro_assistants.E012"}  # (E008 depends on the Celery app)
+    assert [m.id for m in check_settings() if m.id in inbox] == ([expected] if expected else [])

@@ -198,8 +198,15 @@
     setInterval(function () {
       if (d.renew) post("renew");
     }, renewEvery);
+    // Leaving the screen frees the review, unless it is left by submitting one of its forms:
+    // a decision ends the claim's purpose anyway, and a release posted alongside it would only
+    // contend with it for the database.
+    var submitting = false;
+    document.addEventListener("submit", function () {
+      submitting = true;
+    });
     window.addEventListener("pagehide", function () {
-      if (d.renew) post("release", true);
+      if (d.renew && !submitting) post("release", true);
     });
     window.addEventListener("pageshow", function (event) {
       if (event.persisted && d.renew) post("renew"); // back from the page cache: claim again
