@@ -137,7 +137,7 @@
           if (takeOver) takeOver.hidden = true;
         }
       }
-      var serverNow = document.querySelector(".nitro-now:not(#nitro-live-now)");
+      var serverNow = document.querySelector(".nitro-now");
       if (nowBox && state.next && !serverNow) {
         nowBox.textContent = d.labelWaits + " ";
         var link = document.createElement("a");
