@@ -109,6 +109,11 @@ def test_two_reviewers_see_each_others_claims_live_and_take_over(
         has_text="Sam Lee took this review over from you"
     ).wait_for()
     assert jane_page.locator("#nitro-claim").get_attribute("class").endswith("nitro-claim-other")
+    # Sam leaves the review (his screen releases it): Jane's screen, still open, claims it again.
+    sam_page.goto(f"{live_server.url}{QUEUE}")
+    jane_page.wait_for_selector("#nitro-claim.nitro-claim-mine")
+    assert Claim.objects.get(review=first).user == jane
+    claim_cell(sam_page, first).filter(has_text="Jane · ").wait_for()
 
 
 def test_next_review_by_key_and_button_skips_claimed_ones(

@@ -86,6 +86,10 @@
     var nowBox = document.getElementById("nitro-live-now");
     var lastHolder = null;
     var skew = 0; // server clock minus ours
+    // mayClaim: this reviewer may decide the review and it is pending; holds: the claim is theirs.
+    var mayClaim = !!d.renew;
+    var holds = mayClaim && !!document.querySelector("#nitro-claim.nitro-claim-mine");
+    var claiming = false;
 
     function showClaim(claim) {
       if (!claimBox) return;
@@ -105,15 +109,21 @@
           var who = document.createElement("strong");
           who.textContent = claim.name;
           claimText.appendChild(who);
-          var took = lastHolder === me && d.renew;
+          var took = lastHolder === me;
           claimText.appendChild(
             document.createTextNode(" " + (took ? d.labelTaken : d.labelOther) + " (" + age + ")")
           );
         }
       }
       lastHolder = claim ? Number(claim.user) : null;
-      if (lastHolder !== me && d.renew && claim) {
-        d.renew = ""; // someone else holds it now: stop renewing until taken back explicitly
+      holds = !!mine;
+      // Someone else's claim is left alone (taken back only by the button); a review nobody
+      // holds any more (their tab closed, their lease ran out) is claimed by the open screen.
+      if (!claim && mayClaim && !claiming) {
+        claiming = true;
+        post("renew").then(function () {
+          claiming = false;
+        });
       }
     }
 
@@ -133,7 +143,7 @@
       if (state.status !== d.status) {
         d.status = state.status;
         if (state.status !== "pending") {
-          d.renew = "";
+          mayClaim = holds = false;
           if (takeOver) takeOver.hidden = true;
         }
       }
@@ -196,7 +206,7 @@
 
     var renewEvery = Math.max(Number(d.leaseSeconds) / 3, 5) * 1000;
     setInterval(function () {
-      if (d.renew) post("renew");
+      if (holds) post("renew");
     }, renewEvery);
     // Leaving the screen frees the review, unless it is left by submitting one of its forms:
     // a decision ends the claim's purpose anyway, and a release posted alongside it would only
@@ -206,10 +216,10 @@
       submitting = true;
     });
     window.addEventListener("pagehide", function () {
-      if (d.renew && !submitting) post("release", true);
+      if (holds && !submitting) post("release", true);
     });
     window.addEventListener("pageshow", function (event) {
-      if (event.persisted && d.renew) post("renew"); // back from the page cache: claim again
+      if (event.persisted && mayClaim) post("renew"); // back from the page cache: claim again
     });
 
     poll(d.liveUrl, d.pollSeconds, function (body) {
