@@ -46,6 +46,13 @@ FILTERS_PARAM = "_changelist_filters"
 DECIDED_PARAM = "decided"
 
 
+def as_pk(value: str) -> int | None:
+    """A primary key from a query parameter: ASCII digits that fit a bigint, else None."""
+    if value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)
+    return None
+
+
 def claim_label(name: str, since: datetime.datetime | None, now: datetime.datetime) -> str:
     """ "Jane · 2 min"."""
     minutes = max(int((now - since).total_seconds() // 60), 0) if since else 0
@@ -270,8 +277,9 @@ class InboxMixin:
             else ""
         )
         filters = request.GET.get(FILTERS_PARAM, "")
-        decided = request.GET.get(DECIDED_PARAM, "")
-        decided_pk = int(decided) if decided.isdigit() and int(decided) != review.pk else None
+        decided_pk = as_pk(request.GET.get(DECIDED_PARAM, ""))
+        if decided_pk == review.pk:
+            decided_pk = None
         assignment = getattr(review, "assignment", None)
         may_assign = bool(request.user.has_perm(ASSIGN_PERMISSION)) and pending
         return {
@@ -324,9 +332,10 @@ class InboxMixin:
         queue's rows; ``?review=<pk>``: one review screen; neither: just the pending count."""
         if not self.has_view_permission(request):  # type: ignore[attr-defined]
             raise PermissionDenied
-        review_pk = request.GET.get("review", "")
-        ids = [int(v) for v in request.GET.get("ids", "").split(",") if v.isdigit()]
-        if review_pk and not review_pk.isdigit():
+        review_param = request.GET.get("review", "")
+        review_pk = as_pk(review_param)
+        ids = [pk for v in request.GET.get("ids", "").split(",") if (pk := as_pk(v)) is not None]
+        if review_param and review_pk is None:
             return JsonResponse({"error": _("review must be a review id")}, status=400)
         scope = f"review={review_pk}" if review_pk else ",".join(map(str, ids[: live.MAX_ROWS]))
         mark = live.marker(request.user)
@@ -341,7 +350,7 @@ class InboxMixin:
                 "me": request.user.pk,
             }
             if review_pk:
-                body["review"] = live.review_state(int(review_pk), self._review_screen_url)
+                body["review"] = live.review_state(review_pk, self._review_screen_url)
             elif ids:
                 body["rows"] = live.queue_rows(ids)
             response = JsonResponse(body)
@@ -360,7 +369,8 @@ class InboxMixin:
         params = request.GET.copy()
         after_pk = params.pop("after", [""])[-1]
         decided = params.pop(DECIDED_PARAM, [""])[-1]
-        after = Review.objects.filter(pk=int(after_pk)).first() if after_pk.isdigit() else None
+        after_id = as_pk(after_pk)
+        after = Review.objects.filter(pk=after_id).first() if after_id is not None else None
         candidates: QuerySet[Review] | None = None
         if params:
             # The changelist reads its filters and ordering from GET: the queue's, on a copy.
@@ -379,7 +389,7 @@ class InboxMixin:
             return HttpResponseRedirect(queue + (f"?{query}" if query else ""))
         target = self._review_screen_url(found)
         carried = {
-            **({DECIDED_PARAM: decided} if decided.isdigit() else {}),
+            **({DECIDED_PARAM: decided} if as_pk(decided) else {}),
             **({FILTERS_PARAM: query} if query else {}),
         }
         if carried:

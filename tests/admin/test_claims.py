@@ -504,3 +504,31 @@ def test_inbox_settings_are_checked(settings: Any, config: dict[str, Any], expec
     settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, **config}
     inbox = {"nitro_assistants.E011", "nitro_assistants.E012"}  # (E008 depends on the Celery app)
     assert [m.id for m in check_settings() if m.id in inbox] == ([expected] if expected else [])
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"ids": "1,99999999999999999999999999,x,,-3"},
+        {"review": "99999999999999999999999999"},
+        {"review": "\u0661\u0662"},  # digits, but not ASCII ones
+    ],
+)
+def test_live_endpoint_takes_odd_ids_without_failing(reviewer_client: Client, query: Any) -> None:
+    response = reviewer_client.get(LIVE, query)
+    if "review" in query:  # one review, named by something that is no review id
+        assert response.status_code == 400
+        assert response.json() == {"error": "review must be a review id"}
+    else:  # the rows that are ids are reported; the rest are left out
+        assert response.status_code == 200
+        assert response.json()["rows"] == {}
+
+
+def test_next_and_claim_take_odd_ids_without_failing(reviewer_client: Client) -> None:
+    make_tool_review()
+    assert reviewer_client.get(NEXT, {"after": "99999999999999999999999999"}).status_code == 302
+    huge = reverse("admin:nitro_assistants_review_claim", args=["99999999999999999999999999"])
+    assert reviewer_client.post(huge, {"action": "renew"}).status_code == 404
+    assert (
+        reviewer_client.post(claim_url(make_tool_review()), {"action": "steal"}).status_code == 400
+    )
