@@ -213,3 +213,16 @@ def test_with_next_after_decision_the_outcome_follows_on_the_next_review(
         has_text="failed — The assistant refused the resume"
     ).wait_for()
     assert page.evaluate("window.__same_page") is True
+
+
+def test_an_empty_queue_shows_the_first_review_that_arrives(login: Any, jane: Any) -> None:
+    page = login(jane)
+    assert page.locator("#result_list").count() == 0
+    page.evaluate("window.__same_page = true")
+    arrived = make_tool_review()
+    box = page.locator(f'input.action-select[value="{arrived.pk}"]')
+    box.wait_for()
+    box.check()  # Django's actions work on it: the counter follows
+    assert page.locator(".action-counter").inner_text().startswith("1 of 1 selected")
+    page.locator("#nav-sidebar [data-nitro-count]").filter(has_text="1").wait_for()
+    assert page.evaluate("window.__same_page") is True

@@ -65,7 +65,20 @@
           if (!html) return;
           var doc = new DOMParser().parseFromString(html, "text/html");
           var tbody = document.querySelector("#result_list tbody");
-          if (!tbody) return; // an empty queue has no table: show the new one as a whole
+          if (!tbody) {
+            // The queue was empty: it has no table (and Django's actions were never set up).
+            // Its form holds nothing a reviewer typed: take the fresh one's content whole.
+            var fresh = doc.getElementById("changelist-form");
+            var mine = document.getElementById("changelist-form");
+            if (!fresh || !mine || !fresh.querySelector("#result_list tbody tr")) return;
+            mine.innerHTML = fresh.innerHTML;
+            rows().forEach(function (row) {
+              row.classList.add("nitro-row-new");
+            });
+            if (window.Actions) window.Actions(document.querySelectorAll("tr input.action-select"));
+            if (poller) poller.now();
+            return;
+          }
           var have = {};
           ids().forEach(function (id) {
             have[id] = true;
