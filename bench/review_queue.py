@@ -30,6 +30,7 @@ django.setup()
 
 from django.contrib import admin  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
+from django.contrib.auth.models import Group, Permission  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
@@ -177,6 +178,11 @@ def main() -> dict[str, Any]:
         "users changelist (baseline)": "/admin/auth/user/",
     }
     results = {name: measure(client, url, args.repeat) for name, url in pages.items()}
+    live = measure_live(client, args.repeat)
+    live.update(
+        (f"{name}, as a reviewer (group permissions)", figures)
+        for name, figures in measure_live(reviewer_client(), args.repeat).items()
+    )
     baseline = results["users changelist (baseline)"][1]
     print(
         f"{Review.objects.count():,} reviews ({Review.objects.filter(status='pending').count():,} "
@@ -198,10 +204,77 @@ def main() -> dict[str, Any]:
         f"**ratio {queue_ms / baseline:.2f}** (goal ≤ 1.5: "
         f"{'met' if queue_ms / baseline <= 1.5 else 'not met'})"
     )
+    print(
+        "\n| live endpoint (`/admin/nitro_assistants/review/live/`) | SQL (all / its own) | ms | ratio to users |"
+    )
+    print("|---|---:|---:|---:|")
+    for name, (total, own, ms) in live.items():
+        print(f"| {name} | {total} / {own} | {ms:.1f} | {ms / baseline:.2f} |")
+    own_304 = live["unchanged: 304 (If-None-Match)"][1]
+    print(
+        f"\n- live endpoint, unchanged: **{own_304} statement of its own** and a 304 (goal ≤ 2: "
+        f"{'met' if own_304 <= 2 else 'not met'}); the rest are Django's session and user lookups (and, for a reviewer whose permissions come from groups, Django's two permission lookups)"
+    )
     return {
-        name: {"queries": q, "ms": round(ms, 1), "ratio": round(ms / baseline, 2)}
-        for name, (q, ms, _size) in results.items()
+        **{
+            name: {"queries": q, "ms": round(ms, 1), "ratio": round(ms / baseline, 2)}
+            for name, (q, ms, _size) in results.items()
+        },
+        **{
+            f"live: {name}": {"queries": total, "own": own, "ms": round(ms, 1)}
+            for name, (total, own, ms) in live.items()
+        },
     }
+
+
+def reviewer_client() -> Client:
+    """A staff reviewer whose permissions come from a group (Django loads them per request: two
+    statements that a superuser does not cost)."""
+    User = get_user_model()
+    group, _created = Group.objects.get_or_create(name="bench reviewers")
+    group.permissions.set(
+        Permission.objects.filter(
+            content_type__app_label="nitro_assistants",
+            codename__in=["view_review", "decide_review"],
+        )
+    )
+    user = User.objects.filter(username="bench-reviewer").first() or User.objects.create_user(
+        "bench-reviewer", password="!", is_staff=True
+    )
+    user.groups.add(group)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def measure_live(client: Client, repeat: int) -> dict[str, tuple[int, int, float]]:
+    """The live endpoint as the queue polls it (a page of row ids): changed (200) and unchanged
+    (304 on the ETag). (statements in all, statements of its own, median ms)."""
+    ids = ",".join(
+        str(pk)
+        for pk in Review.objects.filter(status="pending")
+        .order_by("requested_at", "pk")
+        .values_list("pk", flat=True)[:100]
+    )
+    url = f"/admin/nitro_assistants/review/live/?ids={ids}"
+    out = {}
+    for name, conditional in (
+        ("changed: 200 with rows", False),
+        ("unchanged: 304 (If-None-Match)", True),
+    ):
+        tag = client.get(url)["ETag"]
+        headers = {"HTTP_IF_NONE_MATCH": tag} if conditional else {}
+        times, total, own = [], 0, 0
+        for _ in range(repeat):
+            with CaptureQueriesContext(connection) as captured:
+                started = time.perf_counter()
+                response = client.get(url, **headers)
+                times.append((time.perf_counter() - started) * 1000)
+            assert response.status_code == (304 if conditional else 200), response.status_code
+            total = len(captured)
+            own = sum("nitro_assistants_" in q["sql"] for q in captured.captured_queries)
+        out[name] = (total, own, statistics.median(times))
+    return out
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 from celery import _state
 from django.core.checks import CheckMessage, Error, register
+from django.utils.module_loading import import_string
 
 from nitro_assistants.client.http import is_request_limit
 from nitro_assistants.conf import app_settings
@@ -118,7 +119,42 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                     id="nitro_assistants.E007",
                 )
             )
+    errors.extend(_check_inbox())
     errors.extend(_check_celery())
+    return errors
+
+
+def _check_inbox() -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    for key in ("CLAIM_MINUTES", "LIVE_POLL_SECONDS"):
+        try:
+            value = float(getattr(app_settings, key))
+        except (TypeError, ValueError):
+            value = 0.0
+        if not value > 0:
+            errors.append(
+                Error(
+                    f"NITRO_ASSISTANTS[{key!r}] is not a positive number.",
+                    hint="Give a number of minutes (CLAIM_MINUTES) or seconds (LIVE_POLL_SECONDS).",
+                    id="nitro_assistants.E012",
+                )
+            )
+    path = app_settings.ASSIGN_REVIEW
+    if path:
+        try:
+            rule = import_string(path)
+        except ImportError as exc:
+            rule, problem = None, str(exc)
+        else:
+            problem = "" if callable(rule) else f"{path} is not callable"
+        if problem:
+            errors.append(
+                Error(
+                    f"NITRO_ASSISTANTS['ASSIGN_REVIEW'] cannot be used: {problem}.",
+                    hint="Give the dotted path of a function rule(review) -> User | Group | None.",
+                    id="nitro_assistants.E011",
+                )
+            )
     return errors
 
 

@@ -29,6 +29,10 @@ class AppSettings:
         "SWEEP_BATCH_SIZE": 2000,
         "REQUEUE_AFTER": 600,
         "API_RATE_LIMIT": 120,
+        "CLAIM_MINUTES": 5,
+        "ASSIGN_REVIEW": "",
+        "LIVE_POLL_SECONDS": 3,
+        "NEXT_AFTER_DECISION": False,
     }
 
     def _setting(self, name: str) -> Any:
@@ -114,6 +118,29 @@ class AppSettings:
     def API_RATE_LIMIT(self) -> int:
         """Requests per minute the decide API accepts from one API key (or signed-in user)."""
         return int(self._setting("API_RATE_LIMIT"))
+
+    @property
+    def CLAIM_MINUTES(self) -> float:
+        """Minutes a reviewer's claim on a review lasts; the open review screen renews it (every
+        third of that), so a closed tab or a lost session frees the review within this time."""
+        return float(self._setting("CLAIM_MINUTES"))
+
+    @property
+    def ASSIGN_REVIEW(self) -> str:
+        """Dotted path of the host project's assignment rule, called with each new review:
+        ``rule(review) -> User | Group | None``. Blank: reviews are assigned by hand only."""
+        return str(self._setting("ASSIGN_REVIEW") or "")
+
+    @property
+    def LIVE_POLL_SECONDS(self) -> float:
+        """How often the queue and the review screen ask the live endpoint what changed."""
+        return float(self._setting("LIVE_POLL_SECONDS"))
+
+    @property
+    def NEXT_AFTER_DECISION(self) -> bool:
+        """After a decision on its screen, open the next review (claimed for the reviewer; the
+        decision's outcome follows live at the top) instead of staying on the decided one."""
+        return bool(self._setting("NEXT_AFTER_DECISION"))
 
     def client_config(self) -> dict[str, Any]:
         """What :class:`nitro_assistants.client.registry.Registry` is built from."""

@@ -13,7 +13,7 @@ TIME_ZONE = "UTC"
 ALLOWED_HOSTS = ["*"]
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "nitro_assistants.admin_apps.NitroAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -36,6 +36,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nitro_assistants.views",
             "nitro_assistants.urls",
             "nitro_assistants.apps",
+            "nitro_assistants.admin_apps",
+            "nitro_assistants.admin_site",
             "nitro_assistants.checks",
             "nitro_assistants.receivers",
         ),

@@ -42,6 +42,7 @@ from nitro_assistants.admin.forms import (
     StampForm,
     decision_form_for,
 )
+from nitro_assistants.admin.inbox import AssignedFilter, ClaimFilter, InboxMixin
 from nitro_assistants.admin.options import ReadOnlyAdmin, can_decide, object_or_404
 from nitro_assistants.exceptions import (
     InteractionConflictError,
@@ -178,7 +179,7 @@ def _linkable(link: str) -> str:
 
 
 @admin.register(Review)
-class ReviewAdmin(ReadOnlyAdmin):
+class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
     """The review queue: pending reviews oldest first; each opens its review screen."""
 
     list_display = [
@@ -189,9 +190,19 @@ class ReviewAdmin(ReadOnlyAdmin):
         "age",
         "status",
         "delivery",
+        "claimed",  # who has it, whom it is for (admin/inbox.py)
     ]
     list_display_links = None  # the held item links to its review screen, not a change form
-    list_filter = [QueueStatusFilter, "kind", AssistantFilter, AgeFilter, DeliveryStateFilter]
+    list_filter = [
+        QueueStatusFilter,
+        "kind",
+        AssistantFilter,
+        AgeFilter,
+        DeliveryStateFilter,
+        # claims and assignments (admin/inbox.py)
+        AssignedFilter,
+        ClaimFilter,
+    ]
     search_fields = ["thread__thread_id", "payload"]
     search_help_text = gettext_lazy("A thread id, a tool name, or text of the call or reply.")
     list_per_page = 50
@@ -212,7 +223,7 @@ class ReviewAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Review]:
         queryset: QuerySet[Review] = super().get_queryset(request)
-        return (
+        return self.inbox_queryset(
             queryset.select_related("thread")
             .defer("thread__values", "thread__context")
             .annotate(delivery_state=latest_delivery_state())
@@ -306,6 +317,7 @@ class ReviewAdmin(ReadOnlyAdmin):
         extra_context = {
             **(extra_context or {}),
             "metrics_url": reverse(f"{self.admin_site.name}:nitro_assistants_review_metrics"),
+            **self.inbox_changelist_context(request),
         }
         return super().changelist_view(request, extra_context)
 
@@ -314,6 +326,7 @@ class ReviewAdmin(ReadOnlyAdmin):
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
         return [
+            *self.inbox_urls(),
             path(
                 "metrics/",
                 self.admin_site.admin_view(self.metrics_view),
@@ -354,6 +367,7 @@ class ReviewAdmin(ReadOnlyAdmin):
         if not self.has_view_permission(request, review):
             raise PermissionDenied
         decide_allowed = self.has_decide_permission(request, review)
+        self.claim_on_open(request, review, decide_allowed)
         form: ReviewDecisionForm | None = None
         stale = False
         status = 200
@@ -394,7 +408,7 @@ class ReviewAdmin(ReadOnlyAdmin):
                             request,
                             _("Decision recorded on review #%(pk)s.") % {"pk": review.pk},
                         )
-                        return HttpResponseRedirect(self.review_url(review))
+                        return HttpResponseRedirect(self.after_decision_url(request, review))
                 elif review.status != Review.Status.PENDING:
                     stale, status = True, 409
                 else:
@@ -470,6 +484,7 @@ class ReviewAdmin(ReadOnlyAdmin):
             "action_labels": ACTION_LABELS,
             "reply": review.reply or {},
             "queue_url": reverse(f"{self.admin_site.name}:nitro_assistants_review_changelist"),
+            **self.inbox_context(request, review),
         }
 
     def metrics_view(self, request: HttpRequest) -> HttpResponse:

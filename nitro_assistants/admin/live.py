@@ -1,0 +1,207 @@
+"""What the queue and the review screen ask every few seconds: has anything changed, and if so,
+how the rows on screen (or the one review) stand now.
+
+One SQL statement answers "has anything changed" for every page: the newest audit event (every
+review status change, decision outcome, new review and assignment writes one), the newest claim
+change (claims, renewals, releases, take-overs) and the number of pending reviews the user may
+decide. Its digest is the response's ETag: a poll with ``If-None-Match`` that matches gets a 304
+after that one statement. Only when something changed does a second statement read the rows.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from typing import Any
+
+from django.db import connections, router
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.utils import timezone
+
+from nitro_assistants.admin.conversation import held_summary
+from nitro_assistants.models import Claim, Decision, Event, Review
+from nitro_assistants.services.claims import pending_decidable
+
+#: The most rows one poll reports on (the queue shows at most a page of them).
+MAX_ROWS = 200
+
+
+def display_name(first: str | None, last: str | None, username: str | None) -> str:
+    """ "Jane Doe", else the username."""
+    full = " ".join(part for part in (first, last) if part)
+    return full or str(username or "")
+
+
+def marker(user: Any) -> tuple[Any, ...]:
+    """(newest event id, newest claim change, newest review id, pending reviews ``user`` may
+    decide): one statement, the same on every page."""
+    pending_sql, pending_params = (
+        pending_decidable(user).order_by().values("pk").query.sql_with_params()
+    )
+    event, claim, review = (m._meta.db_table for m in (Event, Claim, Review))
+    alias = router.db_for_read(Review)
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    # Table and column names are the models' own, quoted by the backend; the one value is a bound
+    # parameter of the compiled queryset.
+    sql = (
+        f"SELECT (SELECT MAX({quote('id')}) FROM {quote(event)}),"  # noqa: S608
+        f" (SELECT MAX({quote('changed_at')}) FROM {quote(claim)}),"
+        f" (SELECT MAX({quote('id')}) FROM {quote(review)}),"
+        f" (SELECT COUNT(*) FROM ({pending_sql}) {quote('decidable')})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, pending_params)
+        row = cursor.fetchone()
+    return tuple(row)
+
+
+def etag(user: Any, mark: tuple[Any, ...], scope: str) -> str:
+    """The ETag of a poll: what changed, for whom, about which rows."""
+    raw = repr((user.pk, mark, scope)).encode()
+    return '"' + hashlib.sha256(raw).hexdigest()[:32] + '"'
+
+
+def short_name(first: str | None, username: str | None) -> str:
+    """ "Jane": what a narrow queue column has room for."""
+    return str(first or username or "")
+
+
+def claim_state(
+    now: datetime.datetime,
+    *,
+    pending: bool,
+    user_id: Any,
+    first: str | None,
+    last: str | None,
+    username: str | None,
+    claimed_at: datetime.datetime | None,
+    expires_at: datetime.datetime | None,
+) -> dict[str, Any] | None:
+    """A live claim as the pages show it, or None (no claim, lapsed, or the review closed)."""
+    if not pending or user_id is None or expires_at is None or expires_at <= now:
+        return None
+    return {
+        "user": user_id,
+        "name": display_name(first, last, username),
+        "short": short_name(first, username),
+        "since": claimed_at.isoformat() if claimed_at else None,
+        "expires": expires_at.isoformat(),
+    }
+
+
+CLAIM_FIELDS = (
+    "claim__user_id",
+    "claim__user__first_name",
+    "claim__user__last_name",
+    "claim__user__username",
+    "claim__claimed_at",
+    "claim__expires_at",
+)
+
+
+def _claim(row: dict[str, Any], now: datetime.datetime) -> dict[str, Any] | None:
+    return claim_state(
+        now,
+        pending=row["status"] == Review.Status.PENDING,
+        user_id=row["claim__user_id"],
+        first=row["claim__user__first_name"],
+        last=row["claim__user__last_name"],
+        username=row["claim__user__username"],
+        claimed_at=row["claim__claimed_at"],
+        expires_at=row["claim__expires_at"],
+    )
+
+
+def queue_rows(ids: list[int]) -> dict[str, Any]:
+    """How each review on a queue page stands: status, live claim, assignment (one statement)."""
+    now = timezone.now()
+    labels = dict(Review.Status.choices)
+    rows = Review.objects.filter(pk__in=ids[:MAX_ROWS]).values(
+        "pk",
+        "status",
+        *CLAIM_FIELDS,
+        "assignment__user__first_name",
+        "assignment__user__last_name",
+        "assignment__user__username",
+        "assignment__group__name",
+    )
+    return {
+        str(row["pk"]): {
+            "status": row["status"],
+            "status_label": str(labels.get(row["status"], row["status"])),
+            "claim": _claim(row, now),
+            "assigned": row["assignment__group__name"]
+            or display_name(
+                row["assignment__user__first_name"],
+                row["assignment__user__last_name"],
+                row["assignment__user__username"],
+            ),
+        }
+        for row in rows
+    }
+
+
+def _next_pending(field: str) -> Subquery:
+    return Subquery(
+        Review.objects.filter(thread_id=OuterRef("thread_id"), status=Review.Status.PENDING)
+        .exclude(pk=OuterRef("pk"))
+        .values(field)[:1]
+    )
+
+
+def review_state(pk: int, review_url: Any) -> dict[str, Any] | None:
+    """How one review stands: status, its decision's outcome and error, the live claim, and
+    what the thread waits on next (one statement). None when there is no such review."""
+    now = timezone.now()
+    queryset: QuerySet[Review] = Review.objects.filter(pk=pk).annotate(
+        next_pk=_next_pending("pk"),
+        next_kind=_next_pending("kind"),
+        next_payload=_next_pending("payload"),
+    )
+    row = (
+        queryset.values(
+            "pk",
+            "status",
+            "decision__outcome",
+            "decision__error",
+            "decision__applied_at",
+            "next_pk",
+            "next_kind",
+            "next_payload",
+            *CLAIM_FIELDS,
+        )
+        .order_by()
+        .first()
+    )
+    if row is None:
+        return None
+    labels = dict(Review.Status.choices)
+    outcomes = {value: str(label) for value, label in Decision.Outcome.choices}
+    waiting = None
+    if row["next_pk"] is not None:
+        payload = row["next_payload"]
+        if isinstance(payload, str):  # a JSON column read through a subquery on some backends
+            payload = json.loads(payload)
+        following = Review(pk=row["next_pk"], kind=row["next_kind"], payload=payload or {})
+        waiting = {
+            "pk": following.pk,
+            "kind": str(following.get_kind_display()),
+            "summary": held_summary(following),
+            "url": review_url(following),
+        }
+    outcome = row["decision__outcome"]
+    return {
+        "pk": row["pk"],
+        "status": row["status"],
+        "status_label": str(labels.get(row["status"], row["status"])),
+        "outcome": outcome,
+        "outcome_label": outcomes.get(outcome, "") if outcome else "",
+        "error": row["decision__error"] or "",
+        "applied_at": row["decision__applied_at"].isoformat()
+        if row["decision__applied_at"]
+        else None,
+        "claim": _claim(row, now),
+        "next": waiting,
+    }

@@ -1,0 +1,209 @@
+"""Who works on which review: claims (a reviewer's lease on a review while its screen is open),
+assignments (the person or group a review is for) and "next review".
+
+A claim is a row per review (:class:`~nitro_assistants.models.Claim`), taken and renewed under
+the row's lock, so two reviewers opening the same review at once end with one claim. It lasts
+``CLAIM_MINUTES`` unless the open screen renews it: a closed tab frees the review by itself.
+Taking over someone's live claim is an explicit action, recorded as ``review_taken_over``.
+Claims and assignments say who is on a review; they never decide who may decide it
+(:func:`nitro_assistants.services.may_decide` does).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, Group
+from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from nitro_assistants.conf import app_settings
+from nitro_assistants.exceptions import ConfigurationError
+from nitro_assistants.models import Assignment, Claim, Review
+from nitro_assistants.services.audit import record_event
+from nitro_assistants.services.interactions import username
+from nitro_assistants.services.reviews import decidable_by
+
+logger = logging.getLogger("nitro_assistants")
+
+#: How many free candidates :func:`next_review` tries to claim before it gives up (each one it
+#: fails to claim was taken by someone else a moment earlier).
+NEXT_REVIEW_TRIES = 20
+
+
+def lease() -> datetime.timedelta:
+    return datetime.timedelta(minutes=app_settings.CLAIM_MINUTES)
+
+
+def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim:
+    """Claim ``review`` for ``user``, or renew their claim; returns the claim as it now stands,
+    which is someone else's when they hold a live claim (unless ``take_over``).
+
+    A claim nobody renewed past its ``expires_at`` is free. Only pending reviews are claimed:
+    for any other the current row (or an unsaved, expired one) is returned unchanged."""
+    now = timezone.now()
+    until = now + lease()
+    if review.status != Review.Status.PENDING:
+        return Claim.objects.filter(review_id=review.pk).first() or Claim(
+            review=review, user=user, claimed_at=now, expires_at=now
+        )
+    with transaction.atomic():
+        # A write first: renewing one's own live claim is this one statement, and the
+        # transaction holds its write lock from the start (SQLite would otherwise refuse one
+        # of two transactions that both read before writing: "database is locked").
+        if Claim.objects.filter(review_id=review.pk, user_id=user.pk, expires_at__gt=now).update(
+            expires_at=until, changed_at=now
+        ):
+            return Claim.objects.get(review_id=review.pk)
+        held = Claim.objects.select_for_update().filter(review_id=review.pk).first()
+        if held is None:
+            try:
+                with transaction.atomic():  # a savepoint: the other insert may win the race
+                    held = Claim.objects.create(
+                        review=review, user=user, claimed_at=now, expires_at=until, changed_at=now
+                    )
+            except IntegrityError:
+                held = Claim.objects.select_for_update().get(review_id=review.pk)
+            else:
+                record_event(review.thread, "review_claimed", review=review, actor=user)
+                return held
+        live = held.active(now)
+        if held.user_id == user.pk:  # a renewal: the screen is still open
+            if not live:
+                held.claimed_at = now  # their earlier claim had lapsed: this is a new one
+            held.expires_at, held.changed_at = until, now
+            held.save(update_fields=["claimed_at", "expires_at", "changed_at"])
+            return held
+        if live and not take_over:
+            return held
+        previous = held.user
+        held.user, held.claimed_at, held.expires_at, held.changed_at = user, now, until, now
+        held.save(update_fields=["user", "claimed_at", "expires_at", "changed_at"])
+        if live:
+            record_event(
+                review.thread,
+                "review_taken_over",
+                review=review,
+                actor=user,
+                previous=username(previous),
+            )
+        else:
+            record_event(review.thread, "review_claimed", review=review, actor=user)
+        return held
+
+
+def release_claim(review: Review, user: Any) -> bool:
+    """End ``user``'s claim on ``review`` (the screen was closed, or they decided it). The row
+    stays, expired, so the change shows in the live view; False when they held no claim."""
+    now = timezone.now()
+    # One statement: it cannot interleave with another transaction's reads and writes.
+    ended = Claim.objects.filter(review_id=review.pk, user_id=user.pk, expires_at__gt=now).update(
+        expires_at=now, changed_at=now
+    )
+    return bool(ended)
+
+
+def active_claims(now: datetime.datetime | None = None) -> Q:
+    """Reviews with a live claim (as a filter on reviews)."""
+    return Q(claim__expires_at__gt=now or timezone.now())
+
+
+# -- assignment -------------------------------------------------------------------------------
+
+
+def assign_review(review: Review, to: Any, *, by: Any = None) -> Assignment | None:
+    """Assign ``review`` to a user or a group (``to``), replacing any earlier assignment;
+    ``to=None`` removes it. Records ``review_assigned`` (or ``review_unassigned``)."""
+    if to is not None and not isinstance(to, (AbstractBaseUser, Group)):
+        raise TypeError(f"A review is assigned to a user or a group, not {to!r}")
+    with transaction.atomic():
+        Review.objects.select_for_update(of=("self",)).filter(pk=review.pk).first()
+        Assignment.objects.filter(review_id=review.pk).delete()
+        if to is None:
+            record_event(review.thread, "review_unassigned", review=review, actor=by)
+            return None
+        is_group = isinstance(to, Group)
+        who: Any = to
+        assignment = Assignment.objects.create(
+            review=review,
+            user=None if is_group else who,
+            group=who if is_group else None,
+            assigned_by=by if getattr(by, "pk", None) else None,
+        )
+        record_event(
+            review.thread,
+            "review_assigned",
+            review=review,
+            actor=by,
+            group=who.name if is_group else None,
+            user=None if is_group else username(who),
+        )
+    return assignment
+
+
+def assignment_rule() -> Any:
+    """The host project's rule (``ASSIGN_REVIEW``), or None."""
+    path = app_settings.ASSIGN_REVIEW
+    if not path:
+        return None
+    try:
+        return import_string(path)
+    except ImportError as exc:
+        raise ConfigurationError(f"NITRO_ASSISTANTS['ASSIGN_REVIEW']: {exc}") from exc
+
+
+def assign_by_rule(review: Review) -> Assignment | None:
+    """Ask the host project's rule whom a new review is for, and assign it. A rule that fails
+    is logged: the review stays in the queue, unassigned, rather than lost."""
+    rule = assignment_rule()
+    if rule is None:
+        return None
+    try:
+        to = rule(review)
+        if to is None:
+            return None
+        return assign_review(review, to)
+    except Exception:
+        logger.exception("The ASSIGN_REVIEW rule failed on review %s", review.pk)
+        return None
+
+
+def assigned_to(user: Any) -> Q:
+    """Reviews assigned to ``user`` or to one of their groups (as a filter on reviews)."""
+    return Q(assignment__user_id=user.pk) | Q(
+        assignment__group__in=Group.objects.filter(user=user.pk)
+    )
+
+
+# -- what a user may decide, and the next of it ---------------------------------------------
+
+
+def pending_decidable(user: Any, reviews: QuerySet[Review] | None = None) -> QuerySet[Review]:
+    """The pending reviews ``user`` may decide in the admin (``decidable_by``, the rule of
+    :func:`~nitro_assistants.services.may_decide` as a query)."""
+    reviews = Review.objects.all() if reviews is None else reviews
+    return reviews.filter(decidable_by(user, "admin"), status=Review.Status.PENDING)
+
+
+def next_review(
+    user: Any, candidates: QuerySet[Review] | None = None, *, after: Review | None = None
+) -> Review | None:
+    """The next review ``user`` may decide, claimed for them: the first of ``candidates`` (in
+    their order; oldest first by default) that nobody else holds a live claim on. ``after``
+    (the review just decided) is skipped. None when there is none left."""
+    if candidates is None:
+        candidates = Review.objects.order_by("requested_at", "pk")
+    now = timezone.now()
+    free = pending_decidable(user, candidates).exclude(
+        active_claims(now) & ~Q(claim__user_id=user.pk)
+    )
+    if after is not None:
+        free = free.exclude(pk=after.pk)
+    for review in free.select_related("thread")[:NEXT_REVIEW_TRIES]:
+        if claim_review(review, user).user_id == user.pk:
+            return review
+    return None
