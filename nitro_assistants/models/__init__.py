@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from nitro_assistants.models.deliveries import Delivery
-from nitro_assistants.models.events import Event
+from nitro_assistants.models.events import AuditChain, Event
 from nitro_assistants.models.interactions import ApiKey, StepResult
 from nitro_assistants.models.reviews import Decision, Review
 from nitro_assistants.models.threads import Run, Thread
 
-__all__ = ["ApiKey", "Decision", "Delivery", "Event", "Review", "Run", "StepResult", "Thread"]
+__all__ = [
+    "ApiKey",
+    "AuditChain",
+    "Decision",
+    "Delivery",
+    "Event",
+    "Review",
+    "Run",
+    "StepResult",
+    "Thread",
+]
