@@ -350,6 +350,7 @@ def prune(before: datetime.datetime, *, actor: Any = None) -> Pruned:
     candidates = (
         Event.objects.filter(at__lt=before)
         .exclude(thread__in=open_threads)
+        .order_by()
         .values_list("thread_id", flat=True)
         .distinct()
     )
