@@ -35,7 +35,9 @@ def chain_of(event: Event) -> str:
     """The chain an event belongs to: its thread's remote id, or the installation's."""
     if event.thread_id is None:
         return chain.INSTALLATION
-    return str(event.thread.thread_id)
+    thread = event.thread
+    assert thread is not None
+    return str(thread.thread_id)
 
 
 def _prepare(event: Event, key: str, prev_hash: str, seq: int) -> str:
@@ -101,9 +103,9 @@ def _insert(db: str, events: list[Event], heads: dict[str, tuple[int, str]]) -> 
     now = timezone.now()
     head_table = qn(AuditChain._meta.db_table)
     head_sql = f"UPDATE {head_table} SET seq = %s, hash = %s, updated_at = %s WHERE chain = %s"  # noqa: S608
-    head_params = [[seq, hash_, now, key] for key, (seq, hash_) in heads.items()]
+    head_params: list[list[Any]] = [[seq, hash_, now, key] for key, (seq, hash_) in heads.items()]
     fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
-    columns = ", ".join(qn(f.column) for f in fields)
+    columns = ", ".join(qn(str(f.column)) for f in fields)
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     values: list[Any] = []
     for event in events:
@@ -112,7 +114,7 @@ def _insert(db: str, events: list[Event], heads: dict[str, tuple[int, str]]) -> 
     insert = (
         f"INSERT INTO {qn(Event._meta.db_table)} ({columns}) VALUES "  # noqa: S608
         + ", ".join([row] * len(events))
-        + f" RETURNING {qn(Event._meta.pk.column)}"
+        + f" RETURNING {qn(str(Event._meta.pk.column))}"
     )
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
