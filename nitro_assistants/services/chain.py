@@ -206,6 +206,16 @@ def _scope(
     return scope
 
 
+def count(
+    *,
+    thread: Thread | None = None,
+    since: datetime.datetime | None = None,
+    until: datetime.datetime | None = None,
+) -> int:
+    """How many events :func:`verify` would walk (for a progress bar)."""
+    return Event.objects.filter(_scope(thread, since, until)).count()
+
+
 def verify(
     *,
     thread: Thread | None = None,

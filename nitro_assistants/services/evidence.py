@@ -351,44 +351,31 @@ def _heads(threads: QuerySet[Thread] | None) -> Iterator[tuple[str, int, str]]:
         yield from heads.filter(chain__in=batch)
 
 
-def write_jsonl(rows: Iterable[dict[str, Any]], out: IO[str]) -> int:
-    """One JSON object per line; returns how many events were written."""
-    count = 0
+def jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """One JSON object per line."""
     for row in rows:
-        out.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-        count += "chain_head" not in row
-    return count
+        yield json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n"
 
 
-def write_csv(rows: Iterable[dict[str, Any]], out: IO[str]) -> int:
-    """The columns of :data:`COLUMNS` (``data`` as JSON); each chain head a row with verb
-    ``chain_head``."""
-    writer = csv.writer(out)
-    writer.writerow(COLUMNS)
-    count = 0
+class _Line:
+    """What ``csv.writer`` writes to: hands each row back as its line."""
+
+    def write(self, line: str) -> str:
+        return line
+
+
+def csv_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """A header of :data:`COLUMNS`, then a line per event (``data`` as JSON), then each chain
+    head as a row with verb ``chain_head`` (its chain, seq and hash)."""
+    writer = csv.writer(_Line())
+    yield writer.writerow(COLUMNS)
     for row in rows:
         if "chain_head" in row:
             head = row["chain_head"]
-            writer.writerow(
-                [
-                    "",
-                    head["chain"],
-                    head["seq"],
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "chain_head",
-                    "",
-                    "",
-                    "",
-                    head["hash"],
-                ]
-            )
+            cells: list[Any] = ["", head["chain"], head["seq"], "", "", "", "", "", "chain_head"]
+            yield writer.writerow([*cells, "", "", "", head["hash"]])
             continue
-        count += 1
-        writer.writerow(
+        yield writer.writerow(
             [
                 json.dumps(row[c], ensure_ascii=False, sort_keys=True)
                 if c == "data"
@@ -396,6 +383,20 @@ def write_csv(rows: Iterable[dict[str, Any]], out: IO[str]) -> int:
                 for c in COLUMNS
             ]
         )
+
+
+def write(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str) -> int:
+    """Write ``rows`` to ``out`` as ``fmt`` (jsonl or csv); returns how many events."""
+    count = 0
+
+    def counted() -> Iterator[dict[str, Any]]:
+        nonlocal count
+        for row in rows:
+            count += "chain_head" not in row
+            yield row
+
+    for line in (jsonl_lines if fmt == "jsonl" else csv_lines)(counted()):
+        out.write(line)
     return count
 
 
