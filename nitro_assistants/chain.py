@@ -271,3 +271,42 @@ def walk(
     broken = state.end(head)
     if broken is not None:
         yield broken
+
+
+def verify_export(rows: Iterable[Mapping[str, Any]]) -> list[Break]:
+    """Walk an export's chains without the database (the rows of its JSONL, parsed): the first
+    break of each chain, none when every chain is whole and ends at the head the export names.
+    A chain exported in part (a time range) is checked from its first exported event."""
+    links: dict[str, list[Link]] = {}
+    heads: dict[str, tuple[int, str]] = {}
+    for row in rows:
+        if "chain_head" in row:
+            head = row["chain_head"]
+            heads[str(head["chain"])] = (int(head["seq"]), str(head["hash"]))
+            continue
+        link = Link(
+            pk=row["id"],
+            chain=row["chain"],
+            seq=row["seq"],
+            verb=row["verb"],
+            data=row["data"],
+            at=datetime.fromisoformat(row["at"]),
+            review=row["review"],
+            run=row["run"],
+            actor=row["actor"] or "",
+            actor_id=None,
+            prev_hash=row["prev_hash"],
+            hash=row["hash"],
+        )
+        links.setdefault(link.chain, []).append(link)
+    breaks = []
+    for key in sorted(set(links) | set(heads)):
+        mine = sorted(links.get(key, []), key=lambda link: link.seq or 0)
+        first = mine[0] if mine else None
+        start = Start()
+        if first is not None and first.seq is not None and first.seq > 1:
+            start = Start(first.seq, first.prev_hash, "the export's first event of the chain")
+        for item in walk(key, mine, start=start, head=heads.get(key)):
+            if isinstance(item, Break):
+                breaks.append(item)
+    return breaks

@@ -398,27 +398,3 @@ def write(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str) -> int:
     for line in (jsonl_lines if fmt == "jsonl" else csv_lines)(counted()):
         out.write(line)
     return count
-
-
-def links_of(rows: Iterable[dict[str, Any]]) -> Iterator[chain.Link | tuple[str, int, str]]:
-    """An exported JSONL's rows read back as the walk's links (and heads), to check an export
-    without the database."""
-    for row in rows:
-        if "chain_head" in row:
-            head = row["chain_head"]
-            yield (head["chain"], int(head["seq"]), head["hash"])
-            continue
-        yield chain.Link(
-            pk=row["id"],
-            chain=row["chain"],
-            seq=row["seq"],
-            verb=row["verb"],
-            data=row["data"],
-            at=datetime.datetime.fromisoformat(row["at"]),
-            review=row["review"],
-            run=row["run"],
-            actor=row["actor"] or "",
-            actor_id=None,
-            prev_hash=row["prev_hash"],
-            hash=row["hash"],
-        )
