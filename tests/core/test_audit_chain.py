@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from nitro_assistants import signals
 from nitro_assistants.models import AuditChain, Event, Review
-from nitro_assistants.services import chain
+from nitro_assistants.services import api_keys, chain, decide
 from nitro_assistants.services.audit import events_batched, record_event
 from tests.factories import ReviewFactory, ThreadFactory
 
@@ -279,3 +279,46 @@ def test_sixteen_concurrent_writers_never_fork_a_chain() -> None:
     result = chain.verify()
     assert result.ok, result.broken
     assert result.events == 160
+
+
+@pytest.mark.postgresql("row locks: concurrent decisions")
+@pytest.mark.django_db(transaction=True)
+def test_sixteen_threads_deciding_at_once_leave_a_whole_trail(
+    enqueued: list[Any], django_user_model: Any
+) -> None:
+    """16 reviewers, each deciding a review (its thread's chain) and creating an API key (the
+    installation's chain, which they all share) at the same moment; then verify."""
+    users = [
+        django_user_model.objects.create_superuser(f"reviewer{i}", password="!") for i in range(16)
+    ]
+    pending = [ReviewFactory(status=Review.Status.PENDING) for _ in range(16)]
+    barrier = threading.Barrier(16)
+    errors: list[BaseException] = []
+
+    def work(user: Any, review: Review) -> None:
+        try:
+            barrier.wait()
+            call = review.tool_calls[0]["id"]
+            decide(review, user, {"tool_calls": [{"id": call, "action": "approve"}]})
+            api_keys.create_api_key(user, "ci", actor=user)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    workers = [
+        threading.Thread(target=work, args=pair) for pair in zip(users, pending, strict=True)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    assert Event.objects.filter(verb="review_decided").count() == 16
+    installation = list(
+        Event.objects.filter(thread=None).order_by("seq").values_list("seq", flat=True)
+    )
+    assert installation == list(range(1, 17))
+    result = chain.verify()
+    assert result.ok, result.broken
+    assert result.chains == 17
