@@ -64,3 +64,13 @@ def test_the_export_needs_the_view_permission(client: Client, django_user_model:
     thread = ThreadFactory()
     response = download(client, "thread", [thread.pk], "export_audit_jsonl")
     assert response.status_code == 403
+
+
+def test_an_event_page_shows_its_link_in_the_chain(looker_client: Client) -> None:
+    thread = ThreadFactory()
+    first = record_event(thread, "run_requested")
+    second = record_event(thread, "run_succeeded", reply="ok")
+    page = looker_client.get(f"/admin/nitro_assistants/event/{second.pk}/change/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert second.hash in text and first.hash in text  # its own hash and the one it follows
