@@ -49,8 +49,9 @@ def record_decision(
     *,
     state: Any = None,
 ) -> Event:
-    """Write the decision record of ``record`` (applied: ``messages`` is the thread after its
-    resume, ``state`` the run's final state values). In the caller's transaction;
+    """Write the decision record of ``record``: applied (``messages`` is the thread after its
+    resume, ``state`` the run's final state values), or closed without taking effect (failed,
+    superseded: its error, nothing compared). In the caller's transaction;
     ``execution_mismatched`` after commit if need be."""
     body = decision_record(record, review, messages, state=state)
     event = record_event(review.thread, DECISION_RECORDED, review=review, run=run, **body)
@@ -82,6 +83,16 @@ def decision_record(
         },
         "outcome": record.outcome,
     }
+    if record.outcome in (Decision.Outcome.FAILED, Decision.Outcome.SUPERSEDED):
+        # It never took effect: nothing to compare; what the server said is the error.
+        body.update(
+            proposed=_proposed(review),
+            edits=[],
+            executed=None,
+            error=record.error,
+            mismatches=[],
+        )
+        return body
     if review.kind == rules.REPLY and review.reply is not None:
         body.update(_reply_record(record, review.reply, messages))
     elif review.kind in rules.REVIEW_KINDS:
@@ -96,6 +107,19 @@ def decision_record(
         )
         body["decided"]["answer"] = record.answer
     return body
+
+
+def _proposed(review: Review) -> dict[str, Any]:
+    if review.kind == rules.REPLY and review.reply is not None:
+        return {"reply": review.reply.get("content"), "message_id": review.reply.get("message_id")}
+    if review.kind in rules.REVIEW_KINDS:
+        return {
+            "tool_calls": [
+                {"id": c.get("id"), "name": c.get("name"), "args": c.get("args")}
+                for c in review.tool_calls
+            ]
+        }
+    return {"interaction": review.payload.get("interaction")}
 
 
 def _tool_calls_record(
