@@ -25,6 +25,7 @@ SKIP = {"__init__.py", "run_all.py"}
 NOTES_START = "<!-- notes: written by hand; bench/run_all.py keeps this part as it is -->"
 NOTES_END = "<!-- end of notes -->"
 QUICK_ARGS = {
+    "audit.py": ["--events", "100000", "--decisions", "60"],
     "client_overhead.py": ["--runs", "10"],
     "flow_cost.py": ["--flows", "10", "--resumes", "60", "--repeats", "1"],
     "throughput.py": ["--threads", "40"],

@@ -39,3 +39,14 @@ delivery_pending = Signal()
 #: or one failed or was skipped (``status`` "failed").
 #: sender: Review. provides args: review (Review), status (str)
 plan_finished = Signal()
+
+#: The audit trail's hash chain has a broken link: an event was changed, deleted, moved or
+#: inserted by hand (``nitro_assistants.verify_audit``, ``nitro_assistants_audit verify``).
+#: sender: Event. provides args: verification (Verification: events, chains, breaks), broken
+#: (Break: chain, pk, problem, expected, found; the first one)
+audit_broken = Signal()
+
+#: What ran on the server after a decision is not what the reviewer decided (a call run with other
+#: args, a rejected call that ran, a reply delivered with other content); the decision record says
+#: so. sender: Decision. provides args: decision (Decision), record (dict), mismatches (list[str])
+execution_mismatched = Signal()

@@ -18,6 +18,10 @@ Beat schedule for the delivery sweep (in the host project's Celery config)::
             "task": "nitro_assistants.requeue_plan_steps",
             "schedule": 300.0,
         },
+        "nitro-assistants-verify-audit": {
+            "task": "nitro_assistants.verify_audit",
+            "schedule": 86400.0,
+        },
     }
 """
 
@@ -32,6 +36,7 @@ from celery import Task, shared_task
 
 from nitro_assistants import services
 from nitro_assistants.conf import app_settings
+from nitro_assistants.services import chain
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.errors import error_text, traceback_text
 
@@ -141,3 +146,9 @@ def execute_plan_step(self: Task, step_pk: int) -> str:
 def requeue_plan_steps() -> int:
     """Periodic: enqueue again ready plan steps whose task was lost."""
     return services.requeue_stale_steps()
+
+
+@task("nitro_assistants.verify_audit")
+def verify_audit() -> dict[str, Any]:
+    """Periodic: walk the audit trail's hash chain; ``audit_broken`` when a link is broken."""
+    return chain.verify_and_signal().as_dict()

@@ -113,6 +113,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "nitro_assistants.requeue_plan_steps",
         "schedule": 60.0,
     },
+    "nitro-assistants-verify-audit": {
+        "task": "nitro_assistants.verify_audit",
+        "schedule": 3600.0,
+    },
 }
 
 NITRO_ASSISTANTS = {

@@ -59,7 +59,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("agent", ("nitro_assistants.agent",)),
-    ("rules", ("nitro_assistants.rules", "nitro_assistants.operations")),
+    # ``chain``: the audit trail's hash chain, pure (canonical content, links, the walk).
+    ("rules", ("nitro_assistants.rules", "nitro_assistants.operations", "nitro_assistants.chain")),
     (
         "client",
         ("nitro_assistants.client", "nitro_assistants.exceptions"),

@@ -20,7 +20,19 @@ class EventAdmin(ReadOnlyAdmin):
     list_select_related = ["thread", "actor", "review"]
     search_fields = ["verb"]
     date_hierarchy = "at"
-    fields = readonly_fields = ("at", "thread", "review", "run", "actor", "verb", "shown_data")
+    fields = readonly_fields = (
+        "at",
+        "thread",
+        "review",
+        "run",
+        "actor",
+        "verb",
+        "shown_data",
+        # Its link in the hash chain (docs/evidence.md).
+        "seq",
+        "prev_hash",
+        "hash",
+    )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
         return super().get_queryset(request).defer("thread__values", "thread__context")

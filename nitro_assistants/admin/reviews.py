@@ -28,6 +28,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from nitro_assistants import rules, services
 from nitro_assistants.admin import metrics
 from nitro_assistants.admin.conversation import held_conversation, held_summary, pretty_json
+from nitro_assistants.admin.evidence import export_audit_csv, export_audit_jsonl
 from nitro_assistants.admin.filters import (
     AgeFilter,
     AssistantFilter,
@@ -207,7 +208,7 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
     search_help_text = gettext_lazy("A thread id, a tool name, or text of the call or reply.")
     list_per_page = 50
     show_full_result_count = False
-    actions = ["approve_selected", "reject_selected"]
+    actions = ["approve_selected", "reject_selected", export_audit_jsonl, export_audit_csv]
     change_list_template = "admin/nitro_assistants/review/change_list.html"
 
     def __init__(self, model: type[Review], admin_site: admin.AdminSite) -> None:

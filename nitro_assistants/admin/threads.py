@@ -20,6 +20,7 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from nitro_assistants import services
 from nitro_assistants.admin.conversation import held_summary, pretty_json, show_message
+from nitro_assistants.admin.evidence import export_audit_csv, export_audit_jsonl
 from nitro_assistants.admin.options import (
     ReadOnlyAdmin,
     ReadOnlyInline,
@@ -109,7 +110,7 @@ class ThreadAdmin(ReadOnlyAdmin):
         "conversation",
     )
     inlines = [ReviewInline, RunInline, DeliveryInline, EventInline]
-    actions = ["sync_selected"]
+    actions = ["sync_selected", export_audit_jsonl, export_audit_csv]
     change_form_template = "admin/nitro_assistants/thread/change_form.html"
 
     def has_sync_permission(self, request: HttpRequest, obj: Any = None) -> bool:

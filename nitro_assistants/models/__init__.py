@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nitro_assistants.models.claims import Assignment, Claim
 from nitro_assistants.models.deliveries import Delivery
-from nitro_assistants.models.events import Event
+from nitro_assistants.models.events import AuditChain, Event
 from nitro_assistants.models.interactions import ApiKey, StepResult
 from nitro_assistants.models.reviews import Decision, Review
 from nitro_assistants.models.threads import Run, Thread
@@ -12,6 +12,7 @@ from nitro_assistants.models.threads import Run, Thread
 __all__ = [
     "ApiKey",
     "Assignment",
+    "AuditChain",
     "Claim",
     "Decision",
     "Delivery",

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.dispatch import Signal
 
 from nitro_assistants.models import Event, Review, Run, Thread
+from nitro_assistants.services.chain import append
 
 #: Events recorded inside :func:`events_batched`, written together when it ends.
 _batch: ContextVar[list[Event] | None] = ContextVar("nitro_assistants_event_batch", default=None)
@@ -20,7 +21,8 @@ _batch: ContextVar[list[Event] | None] = ContextVar("nitro_assistants_event_batc
 def events_batched() -> Iterator[None]:
     """Write the events recorded inside in one INSERT when the block ends (in the caller's
     transaction: the events commit or roll back with the rows they describe). A block that raises
-    writes none of them, as a rolled-back transaction would not."""
+    writes none of them, as a rolled-back transaction would not. Each is chained to the one
+    before it in its thread's chain (:mod:`.chain`): one more query per thread in the batch."""
     if _batch.get() is not None:  # already batching: the outer block writes them
         yield
         return
@@ -31,7 +33,7 @@ def events_batched() -> Iterator[None]:
     finally:
         _batch.reset(token)
     if pending:
-        Event.objects.bulk_create(pending)
+        append(pending)
 
 
 def record_event(
@@ -57,7 +59,7 @@ def record_event(
     if pending is not None:
         pending.append(event)
     else:
-        event.save()
+        append([event])
     return event
 
 

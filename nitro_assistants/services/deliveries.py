@@ -14,6 +14,7 @@ from nitro_assistants import signals
 from nitro_assistants.conf import app_settings
 from nitro_assistants.models import Delivery, Event, Run, Thread
 from nitro_assistants.services.audit import record_event, send_on_commit
+from nitro_assistants.services.chain import append
 
 
 def _when(value: Any) -> datetime.datetime | None:
@@ -128,14 +129,16 @@ def sweep_deliveries(now: datetime.datetime | None = None) -> dict[str, int]:
             Delivery.objects.filter(pk__in=[d.pk for d in batch]).update(
                 alerted_at=now, alerted_status=F("status")
             )
-            Event.objects.bulk_create(
-                Event(
-                    thread_id=d.thread_id,
-                    verb=f"delivery_{d.status}_alerted",
-                    data={"message_id": d.message_id},
-                    at=now,
-                )
-                for d in batch
+            append(  # chained like every event (services.chain), in one INSERT
+                [
+                    Event(
+                        thread=d.thread,
+                        verb=f"delivery_{d.status}_alerted",
+                        data={"message_id": d.message_id},
+                        at=now,
+                    )
+                    for d in batch
+                ]
             )
             for delivery in batch:
                 delivery.alerted_at, delivery.alerted_status = now, delivery.status

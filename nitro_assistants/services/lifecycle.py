@@ -19,6 +19,7 @@ from nitro_assistants import rules, signals
 from nitro_assistants.exceptions import ReviewStateError
 from nitro_assistants.models import Decision, Review, Run
 from nitro_assistants.services.audit import record_event, send_on_commit
+from nitro_assistants.services.evidence import record_decision
 
 #: The audit verb and signal of a move to each status (a decision's own statuses all record
 #: ``review_decided``; a plan that ends records ``plan_completed``/``plan_failed``).
@@ -108,6 +109,7 @@ def close_decision(record: Decision, outcome: str, error: str) -> None:
     record.outcome = outcome
     record.error = error
     record.save(update_fields=["outcome", "error"])
+    record_decision(record, record.review, record.run, [])  # the evidence: it never ran
     run = record.run
     if run is not None and run.status not in Run.FINISHED:
         run.status = Run.Status.FAILED
@@ -139,6 +141,7 @@ def close_failed_decision(run: Run, error: str) -> None:
     record.outcome = Decision.Outcome.FAILED
     record.error = error
     record.save(update_fields=["outcome", "error"])
+    record_decision(record, record.review, run, [])  # the evidence: it never ran
     review = record.review
     if review.status == rules.DECIDED:
         transition(review, rules.FAILED, run=run, error=error)

@@ -34,6 +34,7 @@ from nitro_assistants.services.audit import events_batched, record_event, send_o
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.errors import clean_error
+from nitro_assistants.services.evidence import record_decision
 from nitro_assistants.services.interactions import decide_interaction, username
 from nitro_assistants.services.lifecycle import (
     close_decision,
@@ -405,6 +406,8 @@ def _applied(record: Decision, review: Review, run: Run, result: Any, messages: 
         else:
             record_event(thread, "review_applied", review=review, run=run)
         record_result(thread, run, result, messages)
+        # What ran, beside what was decided (the state holds the calls as an edit replaced them).
+        record_decision(record, review, run, messages, state=getattr(result, "raw", None))
 
 
 def collect_resume(run: Run, *, wait: bool) -> Run:

@@ -1,0 +1,315 @@
+"""The hash chain over the audit trail, in pure Python (no Django): the canonical content of an
+event, the link hash, and the walk that finds the first broken link.
+
+One chain per thread (its events in ``seq`` order) and one for the events about no thread (API
+keys, prunes): the *installation* chain. Each event stores ``hash = sha256(prev_hash + "\\n" +
+canonical content)``, where ``prev_hash`` is the hash of the event before it in its chain (empty
+for the first). Changing, deleting, moving or inserting an event by hand breaks a link; the head
+of each chain (its last ``seq`` and hash) is kept apart, so a missing tail shows too.
+
+The canonical form is a format: ``FORMAT`` names it and it never changes once written (a new
+form gets a new number, and the walk reads each event by the form it names).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+FORMAT = 1
+INSTALLATION = "installation"
+#: The verb of a checkpoint: the first events of a chain were pruned; it names the last of them.
+PRUNED = "audit_pruned"
+
+
+def normalized(value: Any) -> Any:
+    """``value`` as JSON reads it back (tuples become lists, keys strings), with whole floats
+    as integers: PostgreSQL's ``jsonb`` hands ``1e16`` back as ``10000000000000000``."""
+    return _whole(json.loads(json.dumps(value)))
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    return value
+
+
+def timestamp(at: datetime) -> str:
+    """``at`` in UTC to the microsecond, the only form ``at`` takes in the hash."""
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def canonical(
+    *,
+    chain: str,
+    verb: str,
+    data: Any,
+    at: datetime,
+    review: Any = None,
+    run: Any = None,
+    actor: str = "",
+) -> bytes:
+    """The bytes an event's hash covers: what it says, about what, by whom, when, in which
+    chain. Its position is covered by the previous hash it is chained to. ``data`` is JSON as
+    stored (:func:`normalized`)."""
+    content = {
+        "format": FORMAT,
+        "chain": chain,
+        "verb": verb,
+        # Writers store ``normalized(data)``; what the database hands back is JSON already, so
+        # only whole floats need evening out here (the JSON round trip would cost a third).
+        "data": _whole(data),
+        "at": timestamp(at),
+        "review": None if review is None else str(review),
+        "run": None if run is None else str(run),
+        "actor": actor or None,
+    }
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def link_hash(prev_hash: str, content: bytes) -> str:
+    return hashlib.sha256(prev_hash.encode() + b"\n" + content).hexdigest()
+
+
+@dataclass(frozen=True)
+class Link:
+    """One stored event as the walk reads it."""
+
+    pk: int
+    chain: str
+    seq: int | None
+    verb: str
+    data: Any
+    at: datetime
+    review: Any
+    run: Any
+    actor: str
+    actor_id: Any
+    prev_hash: str
+    hash: str
+
+    def content(self) -> bytes:
+        return canonical(
+            chain=self.chain,
+            verb=self.verb,
+            data=self.data,
+            at=self.at,
+            review=self.review,
+            run=self.run,
+            actor=self.actor,
+        )
+
+    def describe(self) -> str:
+        return f"event #{self.pk} ({self.verb} at {timestamp(self.at)}, seq {self.seq})"
+
+
+@dataclass(frozen=True)
+class Break:
+    """The first broken link of a chain: where, what the walk expected and what it found."""
+
+    chain: str
+    pk: int | None
+    problem: str
+    expected: str
+    found: str
+
+    def __str__(self) -> str:
+        where = f"chain {self.chain}"
+        return f"{where}: {self.problem} (expected {self.expected}; found {self.found})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "chain": self.chain,
+            "event": self.pk,
+            "problem": self.problem,
+            "expected": self.expected,
+            "found": self.found,
+        }
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a chain's walk starts: the seq and previous hash its first stored event must have
+    (1 and "" for a whole chain; after a checkpoint, the pruned prefix's end)."""
+
+    seq: int = 1
+    prev_hash: str = ""
+    why: str = "the chain's first event"
+
+
+@dataclass
+class Walk:
+    """The state of one chain's walk; feed it links in ``seq`` order, then :meth:`end` it."""
+
+    chain: str
+    start: Start = field(default_factory=Start)
+    seen: int = 0
+    last: Link | None = None
+    broken: Break | None = None
+
+    def feed(self, link: Link) -> Break | None:
+        if self.broken is not None:
+            return self.broken
+        self.broken = self._check(link)
+        self.seen += 1
+        self.last = link
+        return self.broken
+
+    def _check(self, link: Link) -> Break | None:
+        expected_seq = (
+            self.last.seq + 1 if self.last and self.last.seq is not None else self.start.seq
+        )
+        expected_prev = self.last.hash if self.last else self.start.prev_hash
+        after = self.last.describe() if self.last else self.start.why
+        if link.seq is None or not link.hash:
+            return Break(
+                self.chain,
+                link.pk,
+                f"{link.describe()} is not chained (inserted by hand?)",
+                f"seq {expected_seq} with a hash",
+                "no seq or hash",
+            )
+        actual = link_hash(link.prev_hash, link.content())
+        if actual != link.hash:
+            return Break(
+                self.chain,
+                link.pk,
+                f"{link.describe()} was changed after it was written",
+                f"its content to hash to {link.hash}",
+                actual,
+            )
+        if link.actor_id is not None and str(link.actor_id) != link.actor:
+            return Break(
+                self.chain,
+                link.pk,
+                f"{link.describe()} names another actor than it recorded",
+                f"actor {link.actor or 'none'}",
+                f"actor {link.actor_id}",
+            )
+        if link.prev_hash != expected_prev:
+            if link.seq > expected_seq:
+                problem = (
+                    f"{link.seq - expected_seq} event(s) missing before {link.describe()}, "
+                    f"after {after}"
+                )
+            elif link.seq < expected_seq:
+                problem = f"{link.describe()} is out of order: it comes after {after}"
+            else:
+                problem = (
+                    f"{link.describe()} is out of place: it was chained after another event "
+                    f"than {after} (reordered, or one deleted and another inserted)"
+                )
+            return Break(
+                self.chain,
+                link.pk,
+                problem,
+                f"seq {expected_seq} chained to {expected_prev or 'nothing'}",
+                f"seq {link.seq} chained to {link.prev_hash or 'nothing'}",
+            )
+        if link.seq != expected_seq:
+            return Break(
+                self.chain,
+                link.pk,
+                f"{link.describe()} is numbered out of place",
+                f"seq {expected_seq}",
+                f"seq {link.seq}",
+            )
+        return None
+
+    def end(self, head: tuple[int, str] | None) -> Break | None:
+        """The chain ends where its head says: nothing missing from its end."""
+        if self.broken is not None or head is None:
+            return self.broken
+        seq, hash_ = head
+        last_seq = self.last.seq if self.last else self.start.seq - 1
+        last_hash = self.last.hash if self.last else self.start.prev_hash
+        if (last_seq, last_hash) != (seq, hash_):
+            ends = self.last.describe() if self.last else "no event"
+            self.broken = Break(
+                self.chain,
+                self.last.pk if self.last else None,
+                f"the chain ends at {ends}, not where its head says "
+                f"({max(seq - (last_seq or 0), 0)} event(s) missing from its end?)",
+                f"seq {seq} hashed {hash_}",
+                f"seq {last_seq} hashed {last_hash or 'nothing'}",
+            )
+        return self.broken
+
+
+def start_after(checkpoints: Iterable[Mapping[str, Any]]) -> Start:
+    """Where a chain starts once its first events were pruned: after the latest checkpoint."""
+    best: Mapping[str, Any] | None = None
+    for data in checkpoints:
+        if best is None or int(data.get("through_seq") or 0) > int(best.get("through_seq") or 0):
+            best = data
+    if best is None:
+        return Start()
+    through = int(best.get("through_seq") or 0)
+    return Start(
+        seq=through + 1,
+        prev_hash=str(best.get("through_hash") or ""),
+        why=f"the {through} event(s) pruned before {best.get('before')}",
+    )
+
+
+def walk(
+    chain: str, links: Iterable[Link], *, start: Start | None = None, head: tuple[int, str] | None
+) -> Iterator[Link | Break]:
+    """Walk one chain's links (``seq`` order): yields each link, and the first break if any."""
+    state = Walk(chain, start or Start())
+    for link in links:
+        yield link
+        broken = state.feed(link)
+        if broken is not None:
+            yield broken
+            return
+    broken = state.end(head)
+    if broken is not None:
+        yield broken
+
+
+def verify_export(rows: Iterable[Mapping[str, Any]]) -> list[Break]:
+    """Walk an export's chains without the database (the rows of its JSONL, parsed): the first
+    break of each chain, none when every chain is whole and ends at the head the export names.
+    A chain exported in part (a time range) is checked from its first exported event."""
+    links: dict[str, list[Link]] = {}
+    heads: dict[str, tuple[int, str]] = {}
+    for row in rows:
+        if "chain_head" in row:
+            head = row["chain_head"]
+            heads[str(head["chain"])] = (int(head["seq"]), str(head["hash"]))
+            continue
+        link = Link(
+            pk=row["id"],
+            chain=row["chain"],
+            seq=row["seq"],
+            verb=row["verb"],
+            data=row["data"],
+            at=datetime.fromisoformat(row["at"]),
+            review=row["review"],
+            run=row["run"],
+            actor=row["actor"] or "",
+            actor_id=None,
+            prev_hash=row["prev_hash"],
+            hash=row["hash"],
+        )
+        links.setdefault(link.chain, []).append(link)
+    breaks = []
+    for key in sorted(set(links) | set(heads)):
+        mine = sorted(links.get(key, []), key=lambda link: link.seq or 0)
+        first = mine[0] if mine else None
+        start = Start()
+        if first is not None and first.seq is not None and first.seq > 1:
+            start = Start(first.seq, first.prev_hash, "the export's first event of the chain")
+        for item in walk(key, mine, start=start, head=heads.get(key)):
+            if isinstance(item, Break):
+                breaks.append(item)
+    return breaks

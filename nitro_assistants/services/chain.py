@@ -1,0 +1,421 @@
+"""The audit trail's hash chain in the database: appending events to it, walking it, pruning it.
+
+One chain per thread, plus one for the events about no thread (:data:`chain.INSTALLATION`).
+Per thread because a chain is a lock: to append, a writer locks its chain's head row
+(:class:`~nitro_assistants.models.AuditChain`) until its transaction commits. A thread's own
+writers already take turns (they lock the thread's review or row), so a per-thread chain adds no
+waiting; one chain for the installation would make every decision on every thread queue behind
+every other one, including a worker's that still has work to do before it commits. The price is a
+head per thread to check and export, which the walk and the export do.
+
+Appending costs one query per chain in the batch (the head's upsert, which locks it and returns
+it); on PostgreSQL the head's new value is written by the same statement that inserts the events.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connections, router, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from nitro_assistants import chain, rules, signals
+from nitro_assistants.exceptions import NitroAssistantsError
+from nitro_assistants.models import AuditChain, Event, Review, Thread
+
+#: Rows read per round trip by the walk and the export (a server-side cursor on PostgreSQL).
+CHUNK = 5000
+
+
+def chain_of(event: Event) -> str:
+    """The chain an event belongs to: its thread's remote id, or the installation's."""
+    if event.thread_id is None:
+        return chain.INSTALLATION
+    thread = event.thread
+    assert thread is not None
+    return str(thread.thread_id)
+
+
+def _prepare(event: Event, key: str, prev_hash: str, seq: int) -> str:
+    event.data = chain.normalized(event.data if event.data is not None else {})
+    event.actor_ref = "" if event.actor_id is None else str(event.actor_id)
+    event.seq = seq
+    event.prev_hash = prev_hash
+    event.hash = chain.link_hash(
+        prev_hash,
+        chain.canonical(
+            chain=key,
+            verb=event.verb,
+            data=event.data,
+            at=event.at,
+            review=event.review_id,
+            run=event.run_id,
+            actor=event.actor_ref,
+        ),
+    )
+    return event.hash
+
+
+def append(events: list[Event]) -> list[Event]:
+    """Chain ``events`` (in order) and insert them in one statement, in the caller's
+    transaction (one is opened when there is none: the head stays locked until the events are
+    in). Heads are locked in key order, so two batches over the same chains cannot deadlock."""
+    if not events:
+        return events
+    db = router.db_for_write(Event)
+    groups: dict[str, list[Event]] = {}
+    for event in events:
+        groups.setdefault(chain_of(event), []).append(event)
+    with transaction.atomic(using=db, savepoint=False):
+        heads: dict[str, tuple[int, str]] = {}
+        for key in sorted(groups):
+            seq, prev = _lock_head(db, key)
+            for event in groups[key]:
+                seq += 1
+                prev = _prepare(event, key, prev, seq)
+            heads[key] = (seq, prev)
+        _insert(db, events, heads)
+    return events
+
+
+def _lock_head(db: str, key: str) -> tuple[int, str]:
+    """Create the chain's head if it is new, lock it, and read it: one statement. After waiting
+    for another writer's lock, PostgreSQL returns the head that writer committed."""
+    table = connections[db].ops.quote_name(AuditChain._meta.db_table)
+    with connections[db].cursor() as cursor:
+        cursor.execute(
+            # Names are the models' own, quoted; every value is a parameter.
+            f"INSERT INTO {table} (chain, seq, hash, updated_at) VALUES (%s, 0, '', %s) "  # noqa: S608
+            "ON CONFLICT (chain) DO UPDATE SET chain = EXCLUDED.chain RETURNING seq, hash",
+            [key, timezone.now()],
+        )
+        seq, hash_ = cursor.fetchone()
+    return int(seq), str(hash_)
+
+
+def _insert(db: str, events: list[Event], heads: dict[str, tuple[int, str]]) -> None:
+    connection = connections[db]
+    qn = connection.ops.quote_name
+    now = timezone.now()
+    head_table = qn(AuditChain._meta.db_table)
+    head_sql = f"UPDATE {head_table} SET seq = %s, hash = %s, updated_at = %s WHERE chain = %s"  # noqa: S608
+    head_params: list[list[Any]] = [[seq, hash_, now, key] for key, (seq, hash_) in heads.items()]
+    fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
+    columns = ", ".join(qn(str(f.column)) for f in fields)
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    values: list[Any] = []
+    for event in events:
+        for f in fields:
+            values.append(f.get_db_prep_save(f.pre_save(event, True), connection))
+    insert = (
+        f"INSERT INTO {qn(Event._meta.db_table)} ({columns}) VALUES "  # noqa: S608
+        + ", ".join([row] * len(events))
+        + f" RETURNING {qn(str(Event._meta.pk.column))}"
+    )
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # The heads move in the statement that inserts the events: no query of their own.
+            ctes = ", ".join(f"head_{i} AS ({head_sql})" for i in range(len(head_params)))
+            cursor.execute(
+                f"WITH {ctes} {insert}", [p for params in head_params for p in params] + values
+            )
+            pks = [r[0] for r in cursor.fetchall()]
+        else:  # SQLite has no UPDATE in a WITH; it serializes writers anyway
+            cursor.execute(insert, values)
+            pks = [r[0] for r in cursor.fetchall()]
+            for params in head_params:
+                cursor.execute(head_sql, params)
+    for event, pk in zip(events, pks, strict=True):
+        event.pk = pk
+        event._state.adding = False
+        event._state.db = db
+
+
+# -- the walk ------------------------------------------------------------------------------------
+
+LINK_FIELDS = (
+    "pk",
+    "thread__thread_id",
+    "seq",
+    "verb",
+    "data",
+    "at",
+    "review_id",
+    "run_id",
+    "actor_ref",
+    "actor_id",
+    "prev_hash",
+    "hash",
+)
+
+
+def _link(row: tuple[Any, ...]) -> chain.Link:
+    pk, thread, seq, verb, data, at, review, run, actor, actor_id, prev, hash_ = row
+    return chain.Link(
+        pk=pk,
+        chain=chain.INSTALLATION if thread is None else str(thread),
+        seq=seq,
+        verb=verb,
+        data=data,
+        at=at,
+        review=review,
+        run=run,
+        actor=actor,
+        actor_id=actor_id,
+        prev_hash=prev,
+        hash=hash_,
+    )
+
+
+@dataclass
+class Verification:
+    """What a walk found: how many events and chains it checked, and the first break."""
+
+    events: int = 0
+    chains: int = 0
+    broken: chain.Break | None = None
+    breaks: list[chain.Break] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.broken is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "events": self.events,
+            "chains": self.chains,
+            "broken": self.broken.as_dict() if self.broken else None,
+        }
+
+
+def _scope(
+    thread: Thread | None, since: datetime.datetime | None, until: datetime.datetime | None
+) -> Q:
+    scope = Q()
+    if thread is not None:
+        scope &= Q(thread=thread)
+    if since is not None:
+        scope &= Q(at__gte=since)
+    if until is not None:
+        scope &= Q(at__lt=until)
+    return scope
+
+
+def count(
+    *,
+    thread: Thread | None = None,
+    since: datetime.datetime | None = None,
+    until: datetime.datetime | None = None,
+) -> int:
+    """How many events :func:`verify` would walk (for a progress bar)."""
+    return Event.objects.filter(_scope(thread, since, until)).count()
+
+
+def verify(
+    *,
+    thread: Thread | None = None,
+    since: datetime.datetime | None = None,
+    until: datetime.datetime | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Verification:
+    """Walk the chains (every chain, or one thread's; all their events, or those written in
+    ``[since, until)``) and report the first broken link of each. A whole chain must start at
+    seq 1 (or right after its latest checkpoint) and end at its head; a time range starts at
+    the event before it, which must be there."""
+    result = Verification()
+    ranged = since is not None or until is not None
+    scope = _scope(thread, since, until)
+    rows = (
+        Event.objects.filter(scope)
+        .order_by("thread_id", "seq", "pk")
+        .values_list(*LINK_FIELDS)
+        .iterator(chunk_size=CHUNK)
+    )
+    heads = _heads(thread)
+    checkpoints = _checkpoints(thread)
+    checked: set[str] = set()
+    state: chain.Walk | None = None
+
+    def finish(walk: chain.Walk | None) -> None:
+        if walk is None:
+            return
+        broken = walk.end(None if ranged else heads.get(walk.chain, (0, "")))
+        if broken is not None:
+            result.breaks.append(broken)
+            result.broken = result.broken or broken
+
+    for row in rows:
+        link = _link(row)
+        if state is None or state.chain != link.chain:
+            finish(state)
+            checked.add(link.chain)
+            result.chains += 1
+            state = chain.Walk(link.chain, _start(link, ranged, checkpoints))
+        state.feed(link)
+        result.events += 1
+        if progress is not None and result.events % 1000 == 0:
+            progress(result.events)
+    finish(state)
+    if not ranged:  # a head whose chain has no event left: they were all deleted
+        for key, head in heads.items():
+            if key not in checked and head[0] > 0:
+                result.chains += 1
+                finish(chain.Walk(key, chain.start_after(checkpoints.get(key, []))))
+    if progress is not None:
+        progress(result.events)
+    return result
+
+
+def _heads(thread: Thread | None) -> dict[str, tuple[int, str]]:
+    heads = AuditChain.objects.all()
+    if thread is not None:
+        heads = heads.filter(chain=str(thread.thread_id))
+    return {
+        key: (int(seq), str(hash_)) for key, seq, hash_ in heads.values_list("chain", "seq", "hash")
+    }
+
+
+def _chain_filter(key: str) -> Q:
+    if key == chain.INSTALLATION:
+        return Q(thread__isnull=True)
+    return Q(thread__thread_id=key)
+
+
+def _checkpoints(thread: Thread | None) -> dict[str, list[dict[str, Any]]]:
+    """Each chain's checkpoints (one query): where what is left of it starts."""
+    rows = Event.objects.filter(verb=chain.PRUNED).exclude(data__through_seq=None)
+    if thread is not None:
+        rows = rows.filter(thread=thread)
+    found: dict[str, list[dict[str, Any]]] = {}
+    for key, data in rows.values_list("thread__thread_id", "data"):
+        found.setdefault(chain.INSTALLATION if key is None else str(key), []).append(data)
+    return found
+
+
+def _start(
+    first: chain.Link, ranged: bool, checkpoints: dict[str, list[dict[str, Any]]]
+) -> chain.Start:
+    """Where a chain's walk starts: its beginning (or its latest checkpoint), or, for a time
+    range, the event right before the first one in it."""
+    start = chain.start_after(checkpoints.get(first.chain, []))
+    if not ranged or first.seq is None or first.seq <= start.seq:
+        return start
+    before = (
+        Event.objects.filter(_chain_filter(first.chain), seq=first.seq - 1)
+        .values_list("hash", flat=True)
+        .first()
+    )
+    if before is None:
+        return chain.Start(seq=first.seq - 1, prev_hash="", why="the event before the range")
+    return chain.Start(seq=first.seq, prev_hash=before, why="the event before the range")
+
+
+def verify_and_signal() -> Verification:
+    """The periodic check: walk every chain; ``audit_broken`` when a link is broken."""
+    result = verify()
+    if not result.ok:
+        signals.audit_broken.send(sender=Event, verification=result, broken=result.broken)
+    return result
+
+
+def heads(keys: Iterable[str] | None = None) -> Iterator[tuple[str, int, str]]:
+    """The chains' heads (chain, seq, hash), in chain order, read as a stream."""
+    rows = AuditChain.objects.order_by("chain")
+    if keys is not None:
+        rows = rows.filter(chain__in=list(keys))
+    yield from rows.values_list("chain", "seq", "hash").iterator(chunk_size=CHUNK)
+
+
+# -- retention -----------------------------------------------------------------------------------
+
+
+class PruneError(NitroAssistantsError):
+    pass
+
+
+@dataclass
+class Pruned:
+    events: int = 0
+    chains: int = 0
+    kept_open: int = 0
+
+
+def prune(before: datetime.datetime, *, actor: Any = None) -> Pruned:
+    """Delete the events written before ``before``, chain by chain, leaving each chain
+    verifiable: a checkpoint event (``audit_pruned``) appended to the chain names how many
+    events went, up to which seq, and the hash of the last (which covers all before it). A
+    thread with an open review keeps its events. The prune itself is recorded on the
+    installation's chain."""
+    open_threads = Review.objects.filter(status__in=sorted(rules.OPEN_STATUSES)).values("thread_id")
+    result = Pruned()
+    result.kept_open = (
+        Event.objects.filter(at__lt=before, thread__in=open_threads)
+        .values("thread")
+        .distinct()
+        .count()
+    )
+    candidates = (
+        Event.objects.filter(at__lt=before)
+        .exclude(thread__in=open_threads)
+        .order_by()
+        .values_list("thread_id", flat=True)
+        .distinct()
+    )
+    for thread_pk in list(candidates.iterator(chunk_size=CHUNK)):
+        result.events += _prune_chain(thread_pk, before, actor)
+        result.chains += 1
+    with transaction.atomic():
+        append(
+            [
+                Event(
+                    thread=None,
+                    verb=chain.PRUNED,
+                    actor=actor if getattr(actor, "pk", None) else None,
+                    data={
+                        "before": chain.timestamp(before),
+                        "events": result.events,
+                        "chains": result.chains,
+                        "kept_open": result.kept_open,
+                    },
+                )
+            ]
+        )
+    return result
+
+
+def _prune_chain(thread_pk: int | None, before: datetime.datetime, actor: Any) -> int:
+    scope = Q(thread__isnull=True) if thread_pk is None else Q(thread_id=thread_pk)
+    with transaction.atomic():
+        thread = None if thread_pk is None else Thread.objects.get(pk=thread_pk)
+        key = chain.INSTALLATION if thread is None else str(thread.thread_id)
+        db = router.db_for_write(Event)
+        _lock_head(db, key)  # no writer appends to this chain while its start moves
+        old = Event.objects.filter(scope, at__lt=before).exclude(seq=None)
+        last = old.order_by("-seq").values_list("seq", "hash").first()
+        if last is None:
+            return 0
+        through_seq, through_hash = last
+        # Everything up to the last old event goes, so the chain left starts right after it.
+        doomed = Event.objects.filter(scope, seq__lte=through_seq)
+        count, _ = doomed.delete()
+        append(
+            [
+                Event(
+                    thread=thread,
+                    verb=chain.PRUNED,
+                    actor=actor if getattr(actor, "pk", None) else None,
+                    data={
+                        "before": chain.timestamp(before),
+                        "events": count,
+                        "through_seq": through_seq,
+                        "through_hash": through_hash,
+                    },
+                )
+            ]
+        )
+    return count

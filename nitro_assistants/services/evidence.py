@@ -1,0 +1,424 @@
+"""Evidence of human oversight: a record per decision, and the audit trail handed out.
+
+:func:`record_decision` writes, once a decision has taken effect, one ``decision_recorded``
+event (chained like every event) that holds what the assistant proposed, what the reviewer was
+shown (revision and digest), what they decided (edits as a diff), who and when, and what then ran
+on the server, read from the thread: the tool calls and args the resumed run executed, or the
+reply it delivered and the delivery's outcome. When what ran is not what was decided, the record
+lists the mismatches and ``execution_mismatched`` is sent.
+
+:func:`export_rows` streams the trail (every event, or a thread's, an assistant's, a time
+range's) in ``seq`` order per chain and ends with the head of each chain it covers, so whoever
+receives it can walk the chain on their own (``nitro_assistants.chain``) and compare the heads
+with a later export. :func:`write_jsonl` and :func:`write_csv` write it.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import difflib
+import json
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+from django.db.models import Q, QuerySet
+
+from nitro_assistants import chain, rules, signals
+from nitro_assistants.models import AuditChain, Decision, Event, Review, Run, Thread
+from nitro_assistants.services.audit import record_event, send_on_commit
+
+DECISION_RECORDED = "decision_recorded"
+FORMATS = ("jsonl", "csv")
+#: Where LangChain's human-in-the-loop middleware keeps the calls a reviewer's edit replaced: the
+#: AI message keeps the model's call; the state says what ran instead.
+EDITED_CALLS = "hitl_edited_tool_calls"
+#: Decisions under which a held tool call runs (``reject``/``respond`` answer it instead).
+RUNS = ("approve", "edit")
+_PAST = {"approve": "approved", "edit": "edited", "reject": "rejected"}
+
+
+# -- the decision record -------------------------------------------------------------------------
+
+
+def record_decision(
+    record: Decision,
+    review: Review,
+    run: Run | None,
+    messages: list[dict[str, Any]],
+    *,
+    state: Any = None,
+) -> Event:
+    """Write the decision record of ``record``: applied (``messages`` is the thread after its
+    resume, ``state`` the run's final state values), or closed without taking effect (failed,
+    superseded: its error, nothing compared). In the caller's transaction;
+    ``execution_mismatched`` after commit if need be."""
+    body = decision_record(record, review, messages, state=state)
+    event = record_event(review.thread, DECISION_RECORDED, review=review, run=run, **body)
+    if body["mismatches"]:
+        send_on_commit(
+            signals.execution_mismatched,
+            Decision,
+            decision=record,
+            record=body,
+            mismatches=list(body["mismatches"]),
+        )
+    return event
+
+
+def decision_record(
+    record: Decision, review: Review, messages: list[dict[str, Any]], *, state: Any = None
+) -> dict[str, Any]:
+    """The record's content (plain JSON): proposed, shown, decided, edits, executed, mismatches."""
+    body: dict[str, Any] = {
+        "decision": record.pk,
+        "kind": review.kind,
+        "shown": {"revision": review.revision, "digest": review.digest},
+        "decided": {
+            "by": record.reviewer_id,
+            "user": record.decided_by_id,
+            "at": record.decided_at.isoformat(),
+            "actions": record.actions,
+            "note": record.note,
+        },
+        "outcome": record.outcome,
+    }
+    if record.outcome in (Decision.Outcome.FAILED, Decision.Outcome.SUPERSEDED):
+        # It never took effect: nothing to compare; what the server said is the error.
+        body.update(
+            proposed=_proposed(review),
+            edits=[],
+            executed=None,
+            error=record.error,
+            mismatches=[],
+        )
+        return body
+    if review.kind == rules.REPLY and review.reply is not None:
+        body.update(_reply_record(record, review.reply, messages))
+    elif review.kind in rules.REVIEW_KINDS:
+        replaced = (state or {}).get(EDITED_CALLS) if isinstance(state, dict) else None
+        body.update(_tool_calls_record(record, review.tool_calls, messages, replaced or {}))
+    else:
+        body.update(
+            proposed={"interaction": review.payload.get("interaction")},
+            edits=[],
+            executed={},
+            mismatches=[],
+        )
+        body["decided"]["answer"] = record.answer
+    return body
+
+
+def _proposed(review: Review) -> dict[str, Any]:
+    if review.kind == rules.REPLY and review.reply is not None:
+        return {"reply": review.reply.get("content"), "message_id": review.reply.get("message_id")}
+    if review.kind in rules.REVIEW_KINDS:
+        return {
+            "tool_calls": [
+                {"id": c.get("id"), "name": c.get("name"), "args": c.get("args")}
+                for c in review.tool_calls
+            ]
+        }
+    return {"interaction": review.payload.get("interaction")}
+
+
+def _tool_calls_record(
+    record: Decision,
+    proposed: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+    replaced: dict[str, Any],
+) -> dict[str, Any]:
+    decided = {str(c.get("id")): c for c in record.tool_calls or []}
+    calls, results = _calls_and_results(messages)
+    for call_id, call in replaced.items():  # the call that ran in place of the model's
+        if isinstance(call, dict):
+            calls[str(call_id)] = {**calls.get(str(call_id), {}), **call}
+    edits, executed, mismatches = [], [], []
+    for call in proposed:
+        call_id = str(call.get("id"))
+        name = call.get("name")
+        choice = decided.get(call_id, {})
+        action = choice.get("action")
+        want = choice.get("args") if action == "edit" else call.get("args")
+        if action == "edit":
+            edits.append({"id": call_id, "name": name, "args": args_diff(call.get("args"), want)})
+        ran_call = calls.get(call_id)
+        result = results.get(call_id)
+        ran = result is not None and result.get("status") != "error"
+        executed.append(
+            {
+                "id": call_id,
+                "name": ran_call.get("name") if ran_call else None,
+                "args": ran_call.get("args") if ran_call else None,
+                "ran": result is not None,
+                "status": (result.get("status") or "success") if result else None,
+                "result": _text(result.get("content")) if result else None,
+            }
+        )
+        if action in RUNS:
+            if result is None or ran_call is None:
+                mismatches.append(f"{name} ({call_id}) was {_PAST[action]} but did not run")
+            elif ran_call.get("name") != name or chain.normalized(
+                ran_call.get("args")
+            ) != chain.normalized(want):
+                mismatches.append(
+                    f"{name} ({call_id}) ran with other args than {_PAST[action]}: "
+                    f"{json.dumps(args_diff(want, ran_call.get('args')), sort_keys=True)}"
+                )
+        elif ran:
+            mismatches.append(f"{name} ({call_id}) was answered with {action} but ran")
+    return {
+        "proposed": {
+            "tool_calls": [
+                {"id": c.get("id"), "name": c.get("name"), "args": c.get("args")} for c in proposed
+            ]
+        },
+        "edits": edits,
+        "executed": {"tool_calls": executed},
+        "mismatches": mismatches,
+    }
+
+
+def _reply_record(
+    record: Decision, draft: dict[str, Any], messages: list[dict[str, Any]]
+) -> dict[str, Any]:
+    proposed = str(draft.get("content") or "")
+    choice = record.reply or {}
+    action = choice.get("action")
+    want = str(choice.get("content") or "") if action == "edit" else proposed
+    edits = []
+    if action == "edit":
+        edits.append({"content": text_diff(proposed, want)})
+    message_id = draft.get("message_id")
+    sent = next(
+        (m for m in reversed(messages) if message_id and m.get("id") == message_id),
+        None,
+    )
+    mismatches = []
+    executed: dict[str, Any] = {"reply": None}
+    if sent is not None:
+        stamp = (sent.get("response_metadata") or {}).get("delivery") or {}
+        content = _text(sent.get("content"))
+        executed["reply"] = {
+            "message_id": message_id,
+            "content": content,
+            "delivery": {
+                k: stamp.get(k)
+                for k in ("status", "tool", "attempts", "error", "delivered_at", "failed_at")
+            }
+            if stamp
+            else None,
+        }
+        if action == "reject":
+            mismatches.append("the reply was rejected but is still in the conversation")
+        elif content != want:
+            mismatches.append(
+                f"the reply sent is not the one {_PAST.get(str(action), action)}: "
+                + " ".join(text_diff(want, content)[2:])
+            )
+    elif action in RUNS:
+        mismatches.append(f"the reply was {_PAST[action]} but is not in the conversation")
+    return {
+        "proposed": {"reply": proposed, "message_id": message_id},
+        "edits": edits,
+        "executed": executed,
+        "mismatches": mismatches,
+    }
+
+
+def _calls_and_results(
+    messages: list[dict[str, Any]],
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Each tool call as the thread holds it now (an edit replaces the call under its id), and
+    each call's tool message (what ran, or the answer to a rejected call)."""
+    calls: dict[str, dict[str, Any]] = {}
+    results: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        kind = message.get("type")
+        if kind in ("ai", "assistant"):
+            for call in message.get("tool_calls") or []:
+                calls[str(call.get("id"))] = call
+        elif kind == "tool":
+            results[str(message.get("tool_call_id"))] = message
+    return calls, results
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return "" if content is None else json.dumps(content)
+
+
+def args_diff(before: Any, after: Any) -> dict[str, dict[str, Any]]:
+    """What changed between two args objects: ``{key: {"from": old, "to": new}}`` (a key
+    missing on one side shows as ``None`` there)."""
+    before = before if isinstance(before, dict) else {"": before}
+    after = after if isinstance(after, dict) else {"": after}
+    return {
+        key: {"from": before.get(key), "to": after.get(key)}
+        for key in sorted(set(before) | set(after))
+        if chain.normalized(before.get(key)) != chain.normalized(after.get(key))
+    }
+
+
+def text_diff(before: str, after: str) -> list[str]:
+    """A unified diff of two texts, line by line (the first two lines name the sides)."""
+    return list(
+        difflib.unified_diff(
+            before.splitlines(), after.splitlines(), "proposed", "decided", lineterm=""
+        )
+    )
+
+
+# -- the export ----------------------------------------------------------------------------------
+
+COLUMNS = (
+    "id",
+    "chain",
+    "seq",
+    "thread",
+    "assistant",
+    "review",
+    "run",
+    "actor",
+    "verb",
+    "data",
+    "at",
+    "prev_hash",
+    "hash",
+)
+_FIELDS = (
+    "pk",
+    "thread__thread_id",
+    "seq",
+    "thread__assistant_key",
+    "review_id",
+    "run_id",
+    "actor_ref",
+    "verb",
+    "data",
+    "at",
+    "prev_hash",
+    "hash",
+)
+CHUNK = 5000
+
+
+def selection(
+    *,
+    since: datetime.datetime | None = None,
+    until: datetime.datetime | None = None,
+    threads: QuerySet[Thread] | None = None,
+    assistant: str | None = None,
+) -> tuple[QuerySet[Event], QuerySet[Thread] | None]:
+    """The events to export and the threads whose chains they come from (None: every chain,
+    the installation's too)."""
+    if assistant:
+        threads = (threads if threads is not None else Thread.objects.all()).filter(
+            assistant_key=assistant
+        )
+    scope = Q()
+    if threads is not None:
+        scope &= Q(thread__in=threads.values("pk"))
+    if since is not None:
+        scope &= Q(at__gte=since)
+    if until is not None:
+        scope &= Q(at__lt=until)
+    return Event.objects.filter(scope), threads
+
+
+def export_rows(
+    events: QuerySet[Event], threads: QuerySet[Thread] | None
+) -> Iterator[dict[str, Any]]:
+    """The events (chain by chain, in ``seq`` order), then one ``{"chain_head": ...}`` per chain
+    covered. Read in chunks: memory stays flat however many events there are."""
+    rows = (
+        events.order_by("thread_id", "seq", "pk").values_list(*_FIELDS).iterator(chunk_size=CHUNK)
+    )
+    for pk, thread, seq, assistant, review, run, actor, verb, data, at, prev, hash_ in rows:
+        yield {
+            "id": pk,
+            "chain": chain.INSTALLATION if thread is None else str(thread),
+            "seq": seq,
+            "thread": None if thread is None else str(thread),
+            "assistant": assistant,
+            "review": review,
+            "run": None if run is None else str(run),
+            "actor": actor or None,
+            "verb": verb,
+            "data": data,
+            "at": chain.timestamp(at),
+            "prev_hash": prev,
+            "hash": hash_,
+        }
+    for key, seq, hash_ in _heads(threads):
+        yield {"chain_head": {"chain": key, "seq": seq, "hash": hash_}}
+
+
+def _heads(threads: QuerySet[Thread] | None) -> Iterator[tuple[str, int, str]]:
+    heads = AuditChain.objects.order_by("chain").values_list("chain", "seq", "hash")
+    if threads is None:
+        yield from heads.iterator(chunk_size=CHUNK)
+        return
+    keys = threads.order_by("thread_id").values_list("thread_id", flat=True)
+    batch: list[str] = []
+    for key in keys.iterator(chunk_size=CHUNK):
+        batch.append(str(key))
+        if len(batch) == CHUNK:
+            yield from heads.filter(chain__in=batch)
+            batch = []
+    if batch:
+        yield from heads.filter(chain__in=batch)
+
+
+def jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """One JSON object per line."""
+    for row in rows:
+        yield json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+class _Line:
+    """What ``csv.writer`` writes to: hands each row back as its line."""
+
+    def write(self, line: str) -> str:
+        return line
+
+
+def csv_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """A header of :data:`COLUMNS`, then a line per event (``data`` as JSON), then each chain
+    head as a row with verb ``chain_head`` (its chain, seq and hash)."""
+    writer = csv.writer(_Line())
+    yield writer.writerow(COLUMNS)
+    for row in rows:
+        if "chain_head" in row:
+            head = row["chain_head"]
+            cells: list[Any] = ["", head["chain"], head["seq"], "", "", "", "", "", "chain_head"]
+            yield writer.writerow([*cells, "", "", "", head["hash"]])
+            continue
+        yield writer.writerow(
+            [
+                json.dumps(row[c], ensure_ascii=False, sort_keys=True)
+                if c == "data"
+                else ("" if row[c] is None else row[c])
+                for c in COLUMNS
+            ]
+        )
+
+
+def write(rows: Iterable[dict[str, Any]], out: IO[str], fmt: str) -> int:
+    """Write ``rows`` to ``out`` as ``fmt`` (jsonl or csv); returns how many events."""
+    count = 0
+
+    def counted() -> Iterator[dict[str, Any]]:
+        nonlocal count
+        for row in rows:
+            count += "chain_head" not in row
+            yield row
+
+    for line in (jsonl_lines if fmt == "jsonl" else csv_lines)(counted()):
+        out.write(line)
+    return count

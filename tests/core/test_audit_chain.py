@@ -1,0 +1,324 @@
+"""The audit trail's hash chain: written by every event, broken by any edit made by hand."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from nitro_assistants import signals
+from nitro_assistants.models import AuditChain, Event, Review
+from nitro_assistants.services import api_keys, chain, decide
+from nitro_assistants.services.audit import events_batched, record_event
+from tests.factories import ReviewFactory, ThreadFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def trail(thread: Any, verbs: int = 5) -> list[Event]:
+    events = []
+    for i in range(verbs):
+        events.append(record_event(thread, f"step_{i}", n=i, note="é ✓"))
+    return events
+
+
+def execute(sql: str, params: list[Any]) -> None:
+    table = Event._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(sql.format(table=table), params)
+
+
+def test_an_empty_database_verifies() -> None:
+    result = chain.verify()
+    assert result.ok and result.events == 0 and result.chains == 0
+
+
+def test_events_are_chained_per_thread_and_verify() -> None:
+    first, second = ThreadFactory(), ThreadFactory()
+    a = trail(first, 3)
+    b = trail(second, 2)
+    record_event(None, "api_key_created", key="abc")
+    for events in (a, b):
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        assert events[0].prev_hash == ""
+        assert [e.prev_hash for e in events[1:]] == [e.hash for e in events[:-1]]
+    head = AuditChain.objects.get(chain=str(first.thread_id))
+    assert (head.seq, head.hash) == (3, a[-1].hash)
+    stored = Event.objects.get(pk=a[1].pk)
+    assert (stored.seq, stored.prev_hash, stored.hash) == (2, a[0].hash, a[1].hash)
+    result = chain.verify()
+    assert result.ok, result.broken
+    assert (result.events, result.chains) == (6, 3)
+
+
+def test_a_batch_is_one_insert_and_one_head_query_per_thread() -> None:
+    first, second = ThreadFactory(), ThreadFactory()
+    trail(first, 1)
+    with CaptureQueriesContext(connection) as queries, events_batched():
+        for thread in (first, second, first):
+            record_event(thread, "batched")
+    writes = [q["sql"] for q in queries.captured_queries]
+    # A head per thread (two), then the INSERT (which moves the heads on PostgreSQL).
+    assert len(writes) == (3 if connection.vendor == "postgresql" else 5), writes
+    assert chain.verify().ok
+
+
+def test_an_edited_event_is_named() -> None:
+    events = trail(ThreadFactory())
+    execute("UPDATE {table} SET data = %s WHERE id = %s", ['{"n": 99}', events[2].pk])
+    result = chain.verify()
+    assert not result.ok
+    assert result.broken is not None
+    assert result.broken.pk == events[2].pk
+    assert "was changed" in result.broken.problem
+
+
+def test_a_moved_timestamp_is_an_edit() -> None:
+    events = trail(ThreadFactory())
+    later = timezone.now() + datetime.timedelta(days=1)
+    execute("UPDATE {table} SET at = %s WHERE id = %s", [later, events[1].pk])
+    result = chain.verify()
+    assert result.broken is not None and result.broken.pk == events[1].pk
+
+
+def test_a_deleted_event_is_named_by_the_one_after_it() -> None:
+    events = trail(ThreadFactory())
+    execute("DELETE FROM {table} WHERE id = %s", [events[2].pk])
+    result = chain.verify()
+    assert result.broken is not None
+    assert result.broken.pk == events[3].pk
+    assert "1 event(s) missing before" in result.broken.problem
+    assert result.broken.expected == f"seq 3 chained to {events[1].hash}"
+
+
+def test_a_deleted_tail_shows_against_the_head() -> None:
+    events = trail(ThreadFactory())
+    execute("DELETE FROM {table} WHERE id = %s", [events[-1].pk])
+    result = chain.verify()
+    assert result.broken is not None
+    assert result.broken.pk == events[-2].pk
+    assert "not where its head says" in result.broken.problem
+
+
+def test_reordered_events_are_named() -> None:
+    events = trail(ThreadFactory())
+    # Swap the places of the 2nd and 3rd events (a unique seq per thread: through a free one).
+    execute("UPDATE {table} SET seq = 1000 WHERE id = %s", [events[1].pk])
+    execute("UPDATE {table} SET seq = 2 WHERE id = %s", [events[2].pk])
+    execute("UPDATE {table} SET seq = 3 WHERE id = %s", [events[1].pk])
+    result = chain.verify()
+    assert result.broken is not None
+    assert result.broken.pk == events[2].pk
+    assert "out of place" in result.broken.problem
+
+
+def test_an_inserted_event_is_named() -> None:
+    thread = ThreadFactory()
+    events = trail(thread)
+    execute(
+        "INSERT INTO {table} (thread_id, verb, data, at, prev_hash, hash, actor_ref) "
+        "VALUES (%s, 'review_decided', %s, %s, '', '', '')",
+        [thread.pk, "{}", events[2].at],
+    )
+    inserted = Event.objects.get(verb="review_decided")
+    result = chain.verify()
+    assert result.broken is not None
+    assert result.broken.pk == inserted.pk
+    assert "not chained" in result.broken.problem
+
+
+def test_an_inserted_event_with_a_forged_place_is_named() -> None:
+    thread = ThreadFactory()
+    events = trail(thread)
+    # Make room at seq 3 (through free numbers: seq is unique per thread).
+    execute("UPDATE {table} SET seq = seq + 1000 WHERE thread_id = %s AND seq >= 3", [thread.pk])
+    execute("UPDATE {table} SET seq = seq - 999 WHERE thread_id = %s AND seq > 1000", [thread.pk])
+    forged = Event(thread=thread, verb="review_decided", data={}, at=events[2].at)
+    chain._prepare(forged, str(thread.thread_id), "f" * 64, 3)  # a plausible, wrong link
+    forged.save()
+    result = chain.verify()
+    assert result.broken is not None
+    assert result.broken.pk == forged.pk
+
+
+def test_pointing_an_event_at_another_actor_is_named(django_user_model: Any) -> None:
+    alice = django_user_model.objects.create(username="alice")
+    mallory = django_user_model.objects.create(username="mallory")
+    thread = ThreadFactory()
+    event = record_event(thread, "review_decided", actor=alice)
+    execute("UPDATE {table} SET actor_id = %s WHERE id = %s", [mallory.pk, event.pk])
+    result = chain.verify()
+    assert result.broken is not None and result.broken.pk == event.pk
+    assert "another actor" in result.broken.problem
+
+
+def test_deleting_a_user_keeps_the_trail_whole(django_user_model: Any) -> None:
+    alice = django_user_model.objects.create(username="alice")
+    record_event(ThreadFactory(), "review_decided", actor=alice)
+    alice.delete()
+    assert chain.verify().ok
+
+
+def test_verify_one_thread_or_a_time_range() -> None:
+    first, second = ThreadFactory(), ThreadFactory()
+    events = trail(first)
+    trail(second)
+    execute("UPDATE {table} SET data = %s WHERE id = %s", ['{"n": 99}', events[3].pk])
+    assert chain.verify(thread=second).ok
+    assert chain.verify(thread=first).broken.pk == events[3].pk  # type: ignore[union-attr]
+    ranged = chain.verify(since=events[1].at, until=events[3].at)
+    assert ranged.ok and ranged.events == 2  # events[1] and [2]
+    execute("DELETE FROM {table} WHERE id = %s", [events[0].pk])
+    ranged = chain.verify(since=events[1].at, until=events[3].at)
+    assert ranged.broken is not None and ranged.broken.pk == events[1].pk
+
+
+def test_a_deleted_thread_leaves_its_head_and_shows() -> None:
+    thread = ThreadFactory()
+    trail(thread)
+    thread.delete()
+    result = chain.verify()
+    assert result.broken is not None
+    assert result.broken.chain == str(thread.thread_id)
+    assert "0 " not in result.broken.found or "missing" in result.broken.problem
+
+
+def test_the_periodic_check_signals_a_break() -> None:
+    events = trail(ThreadFactory())
+    received: list[dict[str, Any]] = []
+
+    def receiver(sender: Any, **kwargs: Any) -> None:
+        received.append(kwargs)
+
+    signals.audit_broken.connect(receiver)
+    try:
+        assert chain.verify_and_signal().ok
+        assert received == []
+        execute("DELETE FROM {table} WHERE id = %s", [events[1].pk])
+        assert not chain.verify_and_signal().ok
+    finally:
+        signals.audit_broken.disconnect(receiver)
+    assert len(received) == 1
+    assert received[0]["broken"].pk == events[2].pk
+
+
+def old_trail(thread: Any, at: datetime.datetime, verbs: int = 3) -> None:
+    """Events written at ``at`` (in a batch, the hash is taken when it is written)."""
+    with events_batched():
+        for i in range(verbs):
+            record_event(thread, f"old_{i}").at = at
+
+
+def test_prune_keeps_the_chain_verifiable_and_spares_open_reviews(
+    django_user_model: Any,
+) -> None:
+    old, busy, recent = ThreadFactory(), ThreadFactory(), ThreadFactory()
+    long_ago = timezone.now() - datetime.timedelta(days=400)
+    old_trail(old, long_ago)
+    old_trail(busy, long_ago)
+    ReviewFactory(thread=busy, status=Review.Status.PENDING)
+    trail(recent, 2)
+    record_event(old, "new_one")
+    admin = django_user_model.objects.create(username="admin")
+    result = chain.prune(long_ago + datetime.timedelta(days=1), actor=admin)
+    assert (result.events, result.chains, result.kept_open) == (3, 1, 1)
+    assert Event.objects.filter(thread=busy).count() == 3
+    left = list(Event.objects.filter(thread=old).order_by("seq").values_list("verb", "seq"))
+    assert left == [("new_one", 4), ("audit_pruned", 5)]
+    checkpoint = Event.objects.get(thread=old, verb="audit_pruned")
+    assert checkpoint.data["through_seq"] == 3 and checkpoint.data["events"] == 3
+    summary = Event.objects.get(thread=None, verb="audit_pruned")
+    assert summary.data["events"] == 3 and summary.actor == admin
+    verification = chain.verify()
+    assert verification.ok, verification.broken
+    # A second prune past the first checkpoint: the new checkpoint covers both.
+    # (old: the event left and the checkpoint; recent: 2; the installation's: the first prune)
+    assert chain.prune(timezone.now() + datetime.timedelta(seconds=1)).events == 5
+    assert chain.verify().ok
+    checkpoint = Event.objects.get(thread=old, verb="audit_pruned")
+    # The checkpoint is chained like any event: forging what it says shows.
+    execute(
+        "UPDATE {table} SET data = %s WHERE id = %s",
+        ['{"through_seq": 2, "through_hash": "x", "events": 2, "before": "x"}', checkpoint.pk],
+    )
+    assert chain.verify().broken.pk == checkpoint.pk  # type: ignore[union-attr]
+
+
+@pytest.mark.postgresql("row locks: concurrent writers on one chain")
+@pytest.mark.django_db(transaction=True)
+def test_sixteen_concurrent_writers_never_fork_a_chain() -> None:
+    shared = ThreadFactory()
+    barrier = threading.Barrier(16)
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        try:
+            barrier.wait()
+            for j in range(5):
+                with events_batched():
+                    record_event(shared, "concurrent", writer=i, n=j)
+                    record_event(None, "concurrent", writer=i, n=j)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=write, args=(i,)) for i in range(16)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    seqs = sorted(Event.objects.filter(thread=shared).values_list("seq", flat=True))
+    assert seqs == list(range(1, 81))
+    result = chain.verify()
+    assert result.ok, result.broken
+    assert result.events == 160
+
+
+@pytest.mark.postgresql("row locks: concurrent decisions")
+@pytest.mark.django_db(transaction=True)
+def test_sixteen_threads_deciding_at_once_leave_a_whole_trail(
+    enqueued: list[Any], django_user_model: Any
+) -> None:
+    """16 reviewers, each deciding a review (its thread's chain) and creating an API key (the
+    installation's chain, which they all share) at the same moment; then verify."""
+    users = [
+        django_user_model.objects.create_superuser(f"reviewer{i}", password="!") for i in range(16)
+    ]
+    pending = [ReviewFactory(status=Review.Status.PENDING) for _ in range(16)]
+    barrier = threading.Barrier(16)
+    errors: list[BaseException] = []
+
+    def work(user: Any, review: Review) -> None:
+        try:
+            barrier.wait()
+            call = review.tool_calls[0]["id"]
+            decide(review, user, {"tool_calls": [{"id": call, "action": "approve"}]})
+            api_keys.create_api_key(user, "ci", actor=user)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    workers = [
+        threading.Thread(target=work, args=pair) for pair in zip(users, pending, strict=True)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    assert Event.objects.filter(verb="review_decided").count() == 16
+    installation = list(
+        Event.objects.filter(thread=None).order_by("seq").values_list("seq", flat=True)
+    )
+    assert installation == list(range(1, 17))
+    result = chain.verify()
+    assert result.ok, result.broken
+    assert result.chains == 17
