@@ -13,6 +13,17 @@ GRAPHS = ROOT / "tests" / "graphs" / "agents.py"
 GRAPH_NAMES = ("walkthrough", "tools", "per_call", "plain", "interactions")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def the_test_celery_app() -> None:
+    """The suite's Celery app is the current and default one in every thread, whatever other app
+    a test module created when it was collected (importing the example site creates its app,
+    which Celery then makes this thread's current app)."""
+    from tests.celery_app import app
+
+    app.set_current()
+    app.set_default()
+
+
 @pytest.fixture(scope="session")
 def langgraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangGraphServer]:
     """The real LangGraph Agent Server running the graphs of tests/graphs/agents.py."""

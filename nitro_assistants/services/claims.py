@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from nitro_assistants.conf import app_settings
-from nitro_assistants.exceptions import ConfigurationError
+from nitro_assistants.exceptions import ConfigurationError, UsageError
 from nitro_assistants.models import Assignment, Claim, Review
 from nitro_assistants.services.audit import record_event
 from nitro_assistants.services.interactions import username
@@ -119,7 +119,7 @@ def assign_review(review: Review, to: Any, *, by: Any = None) -> Assignment | No
     """Assign ``review`` to a user or a group (``to``), replacing any earlier assignment;
     ``to=None`` removes it. Records ``review_assigned`` (or ``review_unassigned``)."""
     if to is not None and not isinstance(to, (AbstractBaseUser, Group)):
-        raise TypeError(f"A review is assigned to a user or a group, not {to!r}")
+        raise UsageError(f"A review is assigned to a user or a group, not {to!r}")
     with transaction.atomic():
         Review.objects.select_for_update(of=("self",)).filter(pk=review.pk).first()
         Assignment.objects.filter(review_id=review.pk).delete()

@@ -229,6 +229,12 @@ def admin_cases() -> list[Case]:
     selected = {"_selected_action": ["{review}"]}
     cases += [
         Case("review:metrics", "metrics/", "GET", f"{review}/metrics/", admin_expect(200)),
+        Case("review:live", "live/", "GET", f"{review}/live/", admin_expect(200)),
+        Case("review:next", "next/", "GET", f"{review}/next/", admin_expect(302)),
+        Case("review:claim", "<path:object_id>/claim/", "POST", f"{review}/{{review}}/claim/",
+             admin_expect(403, 200), {"action": "renew"}),
+        Case("review:assign", "<path:object_id>/assign/", "POST", f"{review}/{{review}}/assign/",
+             admin_expect(403, 403, 302), {"to": ""}),
         Case("review:screen", "<path:object_id>/review/", "GET", f"{review}/{{review}}/review/",
              admin_expect(200)),
         Case("review:decide", "<path:object_id>/review/", "POST", f"{review}/{{review}}/review/",
