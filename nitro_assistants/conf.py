@@ -33,6 +33,8 @@ class AppSettings:
         "ASSIGN_REVIEW": "",
         "LIVE_POLL_SECONDS": 3,
         "NEXT_AFTER_DECISION": False,
+        "SEPARATE_DUTIES": "quorum",
+        "DEADLINE_BATCH_SIZE": 500,
     }
 
     def _setting(self, name: str) -> Any:
@@ -141,6 +143,20 @@ class AppSettings:
         """After a decision on its screen, open the next review (claimed for the reviewer; the
         decision's outcome follows live at the top) instead of staying on the decided one."""
         return bool(self._setting("NEXT_AFTER_DECISION"))
+
+    @property
+    def SEPARATE_DUTIES(self) -> str:
+        """Who may not approve their own assistant's action (the person who opened the
+        conversation or started the run): ``"quorum"`` on reviews a policy rule gives more
+        than one approval, ``"always"`` on every review, ``"never"``."""
+        value = str(self._setting("SEPARATE_DUTIES"))
+        return value if value in ("quorum", "always", "never") else "quorum"
+
+    @property
+    def DEADLINE_BATCH_SIZE(self) -> int:
+        """Passed deadlines one run of ``nitro_assistants.sweep_deadlines`` applies at most
+        (the next run takes the rest)."""
+        return int(self._setting("DEADLINE_BATCH_SIZE"))
 
     def client_config(self) -> dict[str, Any]:
         """What :class:`nitro_assistants.client.registry.Registry` is built from."""

@@ -50,3 +50,13 @@ audit_broken = Signal()
 #: args, a rejected call that ran, a reply delivered with other content); the decision record says
 #: so. sender: Decision. provides args: decision (Decision), record (dict), mismatches (list[str])
 execution_mismatched = Signal()
+
+#: A policy rule or a passed deadline decided a review, no person involved (sent beside
+#: ``review_decided``). ``by`` is "policy" (an auto_approve/auto_reject rule, or an edit that moved
+#: the call under one) or "deadline"; ``rule`` is the rule's handling as it was (name, version...).
+#: sender: Review. provides args: review (Review), decision (Decision), by (str), rule (dict)
+review_auto_decided = Signal()
+
+#: A review's deadline passed and its rule escalated it to another group (priority raised).
+#: sender: Review. provides args: review (Review), group (Group), rule (dict)
+review_escalated = Signal()
