@@ -115,6 +115,13 @@ class Policy(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:  # every saved change is a new version of the rule
+            self.version += 1
+            if kwargs.get("update_fields") is not None:
+                kwargs["update_fields"] = {*kwargs["update_fields"], "version"}
+        super().save(*args, **kwargs)
+
     def compiled(self) -> policies.Rule:
         """This row as a :class:`nitro_assistants.policies.Rule`; raises ``PolicyError``."""
         return policies.clean_rule(

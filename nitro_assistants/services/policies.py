@@ -29,7 +29,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from nitro_assistants import policies, rules
@@ -184,9 +184,22 @@ def own_action(user: Any, review: Review) -> bool:
     return user.pk in starters
 
 
+def _counted(review: Review) -> Any:
+    """The approvals that count: of the content as it is now, by people of the review's group
+    (when it has one: after an escalation, the new group's)."""
+    found = review.approvals.filter(digest=review.digest)
+    try:
+        group_id = review.handling.group_id
+    except ReviewHandling.DoesNotExist:
+        group_id = None
+    if group_id is not None:
+        found = found.filter(Q(user__groups=group_id) | Q(user__is_superuser=True)).distinct()
+    return found
+
+
 def approved_by(review: Review) -> list[Approval]:
-    """The approvals that count: of the content as it is now."""
-    return list(review.approvals.filter(digest=review.digest).select_related("user"))
+    """The approvals that count, oldest first."""
+    return list(_counted(review).select_related("user").order_by("at", "pk"))
 
 
 def waiting_for(review: Review) -> str:
@@ -198,7 +211,7 @@ def waiting_for(review: Review) -> str:
         return ""
     if row.approvals_required <= 1 and row.group_id is None:
         return ""
-    count = review.approvals.filter(digest=review.digest).count()
+    count = _counted(review).count()
     return policies.progress(count, row.approvals_required, row.group.name if row.group else "")
 
 
