@@ -45,6 +45,12 @@ from nitro_assistants.admin.forms import (
 )
 from nitro_assistants.admin.inbox import AssignedFilter, ClaimFilter, InboxMixin
 from nitro_assistants.admin.options import ReadOnlyAdmin, can_decide, object_or_404
+from nitro_assistants.admin.policies import (
+    GovernanceColumns,
+    OverdueFilter,
+    governance_context,
+    recorded_message,
+)
 from nitro_assistants.exceptions import (
     InteractionConflictError,
     InteractionForbiddenError,
@@ -180,7 +186,7 @@ def _linkable(link: str) -> str:
 
 
 @admin.register(Review)
-class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
+class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
     """The review queue: pending reviews oldest first; each opens its review screen."""
 
     list_display = [
@@ -192,6 +198,7 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
         "status",
         "delivery",
         "claimed",  # who has it, whom it is for (admin/inbox.py)
+        *GovernanceColumns.governance_list_display,
     ]
     list_display_links = None  # the held item links to its review screen, not a change form
     list_filter = [
@@ -203,6 +210,7 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
         # claims and assignments (admin/inbox.py)
         AssignedFilter,
         ClaimFilter,
+        OverdueFilter,
     ]
     search_fields = ["thread__thread_id", "payload"]
     search_help_text = gettext_lazy("A thread id, a tool name, or text of the call or reply.")
@@ -224,10 +232,12 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Review]:
         queryset: QuerySet[Review] = super().get_queryset(request)
-        return self.inbox_queryset(
-            queryset.select_related("thread")
-            .defer("thread__values", "thread__context")
-            .annotate(delivery_state=latest_delivery_state())
+        return self.with_governance(
+            self.inbox_queryset(
+                queryset.select_related("thread")
+                .defer("thread__values", "thread__context")
+                .annotate(delivery_state=latest_delivery_state())
+            )
         )
 
     def get_ordering(self, request: HttpRequest) -> list[Any]:
@@ -391,7 +401,7 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
                     try:
                         # By pk, with the revision and digest the form was rendered from: the
                         # service refuses the decision when the review changed since.
-                        services.decide(
+                        recorded = services.decide(
                             review.pk,
                             request.user,
                             {**form.decision(), **stamp.shown()},
@@ -405,10 +415,7 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
                         form.add_error(str(exc))
                         status = 400
                     else:
-                        messages.success(
-                            request,
-                            _("Decision recorded on review #%(pk)s.") % {"pk": review.pk},
-                        )
+                        messages.success(request, recorded_message(review, recorded))
                         return HttpResponseRedirect(self.after_decision_url(request, review))
                 elif review.status != Review.Status.PENDING:
                     stale, status = True, 409
@@ -486,6 +493,7 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
             "reply": review.reply or {},
             "queue_url": reverse(f"{self.admin_site.name}:nitro_assistants_review_changelist"),
             **self.inbox_context(request, review),
+            **governance_context(review),
         }
 
     def metrics_view(self, request: HttpRequest) -> HttpResponse:

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db.models import Count, Max, Q
+from django.db.models import Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from nitro_assistants import policies, rules
@@ -184,17 +184,32 @@ def own_action(user: Any, review: Review) -> bool:
     return user.pk in starters
 
 
-def _counted(review: Review) -> Any:
-    """The approvals that count: of the content as it is now, by people of the review's group
-    (when it has one: after an escalation, the new group's)."""
-    found = review.approvals.filter(digest=review.digest)
-    try:
-        group_id = review.handling.group_id
-    except ReviewHandling.DoesNotExist:
-        group_id = None
-    if group_id is not None:
-        found = found.filter(Q(user__groups=group_id) | Q(user__is_superuser=True)).distinct()
-    return found
+def counted_approvals() -> QuerySet[Approval]:
+    """Approvals that count: of their review's content as it is now, by people of the review's
+    group when it has one (after an escalation, the new group's) or superusers. Filter it by
+    review; count distinct users (a superuser in several groups is joined once per group)."""
+    return Approval.objects.filter(digest=F("review__digest")).filter(
+        Q(review__handling__group__isnull=True)
+        | Q(user__is_superuser=True)
+        | Q(user__groups=F("review__handling__group"))
+    )
+
+
+def approval_count() -> Subquery:
+    """The number of approvals that count, as a subquery on the review queue's rows."""
+    return Subquery(
+        counted_approvals()
+        .filter(review=OuterRef("pk"))
+        .values("review")
+        .annotate(n=Count("user", distinct=True))
+        .values("n")[:1],
+        output_field=IntegerField(),
+    )
+
+
+def _counted(review: Review) -> QuerySet[Approval]:
+    # One approval per person and content (a constraint): the subquery only drops duplicates.
+    return Approval.objects.filter(pk__in=counted_approvals().filter(review=review).values("pk"))
 
 
 def approved_by(review: Review) -> list[Approval]:
