@@ -14,6 +14,9 @@ from nitro_assistants import tasks
 from nitro_assistants.client import PendingReview
 from nitro_assistants.models import Policy, Review, Run, Thread
 from nitro_assistants.services.mirror import mirror_pending
+from tests.core.conftest import celery_worker, proxy, server_settings
+
+__all__ = ["celery_worker", "proxy", "server_settings"]
 
 TASKS = ("apply_policy", "resume_thread", "run_thread", "sweep_deadlines")
 
