@@ -35,6 +35,12 @@ class AppSettings:
         "NEXT_AFTER_DECISION": False,
         "SEPARATE_DUTIES": "quorum",
         "DEADLINE_BATCH_SIZE": 500,
+        "NOTIFIERS": {},
+        "NOTIFY_BASE_URL": "",
+        "NOTIFY_DELAY": 10,
+        "NOTIFY_INTERVAL": 300,
+        "NOTIFY_LINK_MAX_AGE": 7 * 24 * 3600,
+        "NOTIFY_MAX_ATTEMPTS": 5,
     }
 
     def _setting(self, name: str) -> Any:
@@ -157,6 +163,38 @@ class AppSettings:
         """Passed deadlines one run of ``nitro_assistants.sweep_deadlines`` applies at most
         (the next run takes the rest)."""
         return int(self._setting("DEADLINE_BATCH_SIZE"))
+
+    @property
+    def NOTIFIERS(self) -> dict[str, dict[str, Any]]:
+        """Notification channels by name: ``{"email": {"BACKEND": "...EmailNotifier",
+        "OPTIONS": {...}}}`` (:mod:`nitro_assistants.services.notifiers`). Empty: none."""
+        return dict(self._setting("NOTIFIERS") or {})
+
+    @property
+    def NOTIFY_BASE_URL(self) -> str:
+        """Scheme and host the links in notifications start with, e.g.
+        ``https://review.example.com``; blank: links are paths (relative)."""
+        return str(self._setting("NOTIFY_BASE_URL") or "").rstrip("/")
+
+    @property
+    def NOTIFY_DELAY(self) -> float:
+        """Seconds a first notification waits, so what arrives meanwhile joins its message."""
+        return float(self._setting("NOTIFY_DELAY"))
+
+    @property
+    def NOTIFY_INTERVAL(self) -> float:
+        """A reviewer gets at most one message per channel per this many seconds."""
+        return float(self._setting("NOTIFY_INTERVAL"))
+
+    @property
+    def NOTIFY_LINK_MAX_AGE(self) -> int:
+        """Seconds a notification's signed link to a review works."""
+        return int(self._setting("NOTIFY_LINK_MAX_AGE"))
+
+    @property
+    def NOTIFY_MAX_ATTEMPTS(self) -> int:
+        """Tries of a failing channel before its notifications are marked failed (logged)."""
+        return int(self._setting("NOTIFY_MAX_ATTEMPTS"))
 
     def client_config(self) -> dict[str, Any]:
         """What :class:`nitro_assistants.client.registry.Registry` is built from."""

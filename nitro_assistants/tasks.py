@@ -26,6 +26,10 @@ Beat schedule for the delivery sweep (in the host project's Celery config)::
             "task": "nitro_assistants.sweep_deadlines",
             "schedule": 60.0,
         },
+        "nitro-assistants-flush-notifications": {
+            "task": "nitro_assistants.flush_notifications",
+            "schedule": 300.0,
+        },
     }
 """
 
@@ -40,7 +44,7 @@ from celery import Task, shared_task
 
 from nitro_assistants import services
 from nitro_assistants.conf import app_settings
-from nitro_assistants.services import chain, governance
+from nitro_assistants.services import chain, governance, notifications
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.errors import error_text, traceback_text
 
@@ -169,3 +173,19 @@ def apply_policy(review_pk: int) -> int | None:
 def sweep_deadlines() -> dict[str, int]:
     """Periodic: apply each passed review deadline once (escalate, approve, reject, overdue)."""
     return governance.sweep_deadlines()
+
+
+@task("nitro_assistants.send_notifications", bind=True, max_retries=None)
+def send_notifications(self: Task, channel: str, user_pk: int | None = None) -> int:
+    """Send what is queued for one reviewer (None: a shared channel) on ``channel`` as one
+    message; a failing channel is retried with backoff until ``NOTIFY_MAX_ATTEMPTS``."""
+    try:
+        return notifications.send_batch(channel, user_pk)
+    except notifications.NotificationError as exc:
+        raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
+
+
+@task("nitro_assistants.flush_notifications")
+def flush_notifications() -> int:
+    """Periodic: enqueue again the sends of notifications still queued (a lost task)."""
+    return notifications.flush()

@@ -15,7 +15,8 @@ from django.utils import timezone
 from nitro_assistants import policies, rules, signals
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import ReviewNotPendingError
-from nitro_assistants.models import Decision, Review, ReviewHandling
+from nitro_assistants.models import Decision, Notification, Review, ReviewHandling
+from nitro_assistants.services import notifications
 from nitro_assistants.services.audit import record_event, send_on_commit
 from nitro_assistants.services.policies import PolicyActor
 from nitro_assistants.services.reviews import decide
@@ -160,6 +161,9 @@ def apply_deadline(review: Review | int, *, now: datetime.datetime | None = None
                 return ""
             return "approved" if action == policies.APPROVE else "rejected"
         record_event(locked.thread, "review_overdue", review=locked, **_rule_data(handling))
+        transaction.on_commit(
+            lambda: notifications.notify(Notification.Kind.OVERDUE, review=locked), robust=True
+        )
         return "overdue"
 
 

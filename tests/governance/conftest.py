@@ -18,7 +18,7 @@ from tests.core.conftest import celery_worker, proxy, server_settings
 
 __all__ = ["celery_worker", "proxy", "server_settings"]
 
-TASKS = ("apply_policy", "resume_thread", "run_thread", "sweep_deadlines")
+TASKS = ("apply_policy", "resume_thread", "run_thread", "sweep_deadlines", "send_notifications")
 
 
 @pytest.fixture
