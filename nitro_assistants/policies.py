@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import heapq
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -365,27 +366,45 @@ def clean_rule(
     )
 
 
+def _order(rule: Rule) -> tuple[int, int]:
+    return (rule.position, rule.id)
+
+
 def _has_glob(pattern: str) -> bool:
     return any(c in pattern for c in "*?[")
 
 
 class RuleSet:
     """Rules in order, bucketed so a call is checked against only the rules that could match it:
-    those for its exact tool name, those with a glob and those for any tool."""
+    those for its exact tool name, and the others (globs, any tool) for its assistant or for
+    any assistant; globs are compiled once."""
 
     def __init__(self, rules: Iterable[Rule]) -> None:
-        self.rules = sorted(rules, key=lambda r: (r.position, r.id))
+        self.rules = sorted(rules, key=_order)
         self._exact: dict[str, list[Rule]] = {}
-        self._other: list[Rule] = []
+        self._other: dict[str, list[Rule]] = {}  # by assistant ("" for any)
+        self._globs: dict[int, re.Pattern[str]] = {}
         for rule in self.rules:
             if rule.tool and not _has_glob(rule.tool):
                 self._exact.setdefault(rule.tool, []).append(rule)
             else:
-                self._other.append(rule)
+                self._other.setdefault(rule.assistant, []).append(rule)
+                if rule.tool:
+                    self._globs[rule.id] = re.compile(fnmatch.translate(rule.tool))
         self._candidates: dict[tuple[str, str, str], list[Rule]] = {}
 
     def __len__(self) -> int:
         return len(self.rules)
+
+    def _fits(self, rule: Rule, assistant: str, kind: str, tool: str) -> bool:
+        if rule.assistant and rule.assistant != assistant:
+            return False
+        if rule.kind and rule.kind != kind:
+            return False
+        glob = self._globs.get(rule.id)
+        if glob is not None:
+            return glob.match(tool) is not None
+        return not rule.tool or rule.tool == tool
 
     def candidates(self, assistant: str, kind: str, tool: str) -> list[Rule]:
         """The rules that could match a call of ``tool`` (by everything but its conditions), in
@@ -393,15 +412,17 @@ class RuleSet:
         key = (assistant, kind, tool)
         found = self._candidates.get(key)
         if found is None:
-            pool = [*self._exact.get(tool, ()), *self._other]
+            pools = (
+                self._exact.get(tool, ()),
+                self._other.get("", ()),
+                self._other.get(assistant, ()) if assistant else (),
+            )
             found = [
                 rule
-                for rule in sorted(pool, key=lambda r: (r.position, r.id))
-                if (not rule.assistant or rule.assistant == assistant)
-                and (not rule.kind or rule.kind == kind)
-                and (not rule.tool or fnmatch.fnmatchcase(tool, rule.tool))
+                for rule in heapq.merge(*pools, key=_order)
+                if self._fits(rule, assistant, kind, tool)
             ]
-            if len(self._candidates) < 10_000:
+            if len(self._candidates) < 100_000:
                 self._candidates[key] = found
         return found
 

@@ -74,7 +74,9 @@ class Policy(models.Model):
     )
     action = models.CharField(max_length=16, choices=Action.choices, default=Action.REVIEW)
     reason = models.CharField(
-        max_length=500, blank=True, help_text=_("Shown to the assistant when rejected at once.")
+        max_length=500,
+        blank=True,
+        help_text=_("Why calls are rejected at once: the rejection's message and note."),
     )
     approvals = models.PositiveSmallIntegerField(
         default=1, help_text=_("How many distinct people must approve.")

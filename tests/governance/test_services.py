@@ -391,3 +391,27 @@ def test_two_last_approvers_at_once_apply_it_once(
     assert sorted(type(o).__name__ for o in outcomes) == ["Decision", "ReviewNotPendingError"]
     assert Decision.objects.filter(review=review).count() == 1
     assert [name for name, _ in queued].count("nitro_assistants.resume_thread") == 1
+
+
+def test_a_deadline_decision_the_call_does_not_allow_is_recorded_not_raised(
+    queued: list[Any],
+) -> None:
+    Policy.objects.create(
+        name="approve when late",
+        tool="refund_*",
+        deadline=datetime.timedelta(minutes=5),
+        on_deadline=Policy.OnDeadline.APPROVE,
+    )
+    review = mirrored(100)
+    Review.objects.filter(pk=review.pk).update(
+        payload={
+            **review.payload,
+            "tool_calls": [{**review.tool_calls[0], "allowed_decisions": ["reject"]}],
+        }
+    )
+    later = timezone.now() + datetime.timedelta(minutes=6)
+    assert governance.sweep_deadlines(now=later) == {"failed": 1}
+    assert governance.sweep_deadlines(now=later) == {}
+    review.refresh_from_db()
+    assert review.status == "pending"
+    assert "approve" in event(review, "deadline_failed")["error"]
