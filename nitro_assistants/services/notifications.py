@@ -129,6 +129,8 @@ def notify(
     """Queue ``kind`` for every configured channel: one row per recipient on a per-person
     channel (``users``, or the review's reviewers), one row on a shared channel; their sending
     is enqueued after commit. Never raises: a failure is logged. Returns the rows queued."""
+    if not app_settings.NOTIFIERS:
+        return 0
     try:
         with transaction.atomic():
             return _queue(kind, review, thread, users)
