@@ -11,14 +11,17 @@ from django.contrib.auth.models import Group
 import nitro_assistants
 from nitro_assistants import services
 from nitro_assistants.models import Approval, Decision, Event, Policy, Review, Thread
-from tests.core.conftest import Worker, wait_for
+from nitro_assistants.testing.launchers import CeleryWorker
+from tests.core.conftest import wait_for
 from tests.governance.conftest import reviewer
 
 pytestmark = [pytest.mark.server, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def assistant(server_settings: Any, celery_worker: Worker, refund_rules: dict[str, Policy]) -> Any:
+def assistant(
+    server_settings: Any, celery_worker: CeleryWorker, refund_rules: dict[str, Policy]
+) -> Any:
     return nitro_assistants.assistants()["refunds"]
 
 
