@@ -4,6 +4,7 @@ showing approvals and deadlines."""
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any
 
 import pytest
@@ -176,3 +177,40 @@ def test_queue_and_screen_show_approvals_and_overdue(
     assert list(overdue.context["cl"].result_list) == [Review.objects.get(pk=review.pk)]
     soon = client.get(reverse("admin:nitro_assistants_review_changelist") + "?deadline=soon")
     assert list(soon.context["cl"].result_list) == []
+
+
+def test_the_decide_api_counts_approvals_and_refuses_outsiders(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    from nitro_assistants.models import ApiKey
+
+    review = mirrored(300)
+    keys = {
+        name: ApiKey.generate(user, "tests")[1]
+        for name, user in (
+            ("alice", reviewer("alice", finance)),
+            ("bob", reviewer("bob", finance)),
+            ("eve", reviewer("eve")),
+        )
+    }
+    client = Client()
+
+    def decide(name: str) -> Any:
+        body = {**approve(review)}
+        return client.post(
+            f"/nitro/api/reviews/{review.pk}/decide",
+            data=json.dumps(body),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {keys[name]}",
+        )
+
+    outsider = decide("eve")
+    assert outsider.status_code == 403
+    assert outsider.json()["code"] == "forbidden"
+    assert "Only members of Finance" in outsider.json()["message"]
+    first = decide("alice")
+    assert first.status_code == 200
+    assert first.json()["status"] == "pending"  # one approval of two: not applied
+    assert decide("alice").json()["status"] == "pending"  # the same person does not count twice
+    assert Approval.objects.filter(review=review).count() == 1
+    assert decide("bob").json()["status"] == "decided"
