@@ -331,9 +331,22 @@ def test_a_deadline_with_nothing_to_do_flags_it_overdue_once(
 
 @pytest.mark.postgresql("row locks with SKIP LOCKED")
 @pytest.mark.django_db(transaction=True)
-def test_two_racing_sweeps_apply_each_deadline_once(queued: list[Any], finance: Group) -> None:
+def test_two_racing_sweeps_apply_each_deadline_once(
+    queued: list[Any], finance: Group, managers: Group
+) -> None:
+    # Refunds under 115 escalate (no decision's own lock guards that), the others are rejected.
     Policy.objects.create(
-        name="refunds",
+        name="small: escalate",
+        position=1,
+        tool="refund_*",
+        conditions=[{"path": "amount", "op": "lt", "value": 115}],
+        deadline=datetime.timedelta(minutes=5),
+        on_deadline=Policy.OnDeadline.ESCALATE,
+        escalate_to=managers,
+    )
+    Policy.objects.create(
+        name="others: reject",
+        position=2,
         tool="refund_*",
         deadline=datetime.timedelta(minutes=5),
         on_deadline=Policy.OnDeadline.REJECT,
@@ -355,10 +368,18 @@ def test_two_racing_sweeps_apply_each_deadline_once(queued: list[Any], finance: 
         t.start()
     for t in threads:
         t.join()
-    assert sum(r.get("rejected", 0) for r in results) == 30
-    assert Decision.objects.count() == 30
+    total: dict[str, int] = {}
+    for result in results:
+        for done, n in result.items():
+            total[done] = total.get(done, 0) + n
+    assert total == {"escalated": 15, "rejected": 15}
+    assert Decision.objects.count() == 15
+    assert not Event.objects.filter(verb="deadline_failed").exists()
     for review in reviews:
-        assert Event.objects.filter(review=review, verb="review_auto_decided").count() == 1
+        applied = Event.objects.filter(
+            review=review, verb__in=["review_escalated", "review_auto_decided"]
+        )
+        assert applied.count() == 1, list(applied.values_list("verb", flat=True))
 
 
 @pytest.mark.postgresql("row locks")
