@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from celery import current_app
 from django.contrib.auth.models import Group
 from django.core import mail, signing
 from django.test import Client
@@ -268,3 +269,45 @@ def test_the_task_retries_a_failing_channel(
     assert len(channels.bodies) == 2
     row = Notification.objects.get(channel="team")
     assert (row.status, row.attempts, row.error) == ("sent", 1, "")
+
+
+@pytest.fixture
+def eager() -> Iterator[None]:
+    """Celery runs tasks in place (CELERY_TASK_ALWAYS_EAGER), as the demo without a broker."""
+    before = current_app.conf.task_always_eager
+    current_app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        current_app.conf.task_always_eager = before
+
+
+def test_tasks_run_in_place_do_not_loop_on_the_interval(
+    django_capture_on_commit_callbacks: Any,
+    channels: Receiver,
+    refund_rules: dict[str, Policy],
+    finance: Group,
+    eager: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No broker (the embedded demo): tasks run in place and ignore countdowns, so a message the
+    interval holds back must not be enqueued again at once, over and over."""
+    calls: list[Any] = []
+    send_batch = notifications.send_batch
+
+    def counted(*args: Any) -> int:
+        calls.append(args)
+        if len(calls) > 10:  # sending again and again: stop the loop, fail the test
+            raise AssertionError("send_notifications keeps enqueueing itself")
+        return send_batch(*args)
+
+    monkeypatch.setattr(notifications, "send_batch", counted)
+    alice = reviewer("alice", finance)
+    alice.email = "alice@example.com"
+    alice.save()
+    committed(django_capture_on_commit_callbacks, 300)
+    assert len(mail.outbox) == 1  # sent in place, after commit
+    committed(django_capture_on_commit_callbacks, 400)
+    assert len(mail.outbox) == 1  # held back by the interval, for the next message or a flush
+    assert Notification.objects.filter(channel="email", status="queued").count() == 1
+    assert [args[0] for args in calls].count("email") == 2
