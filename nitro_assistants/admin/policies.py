@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 
 from nitro_assistants import policies, rules
 from nitro_assistants.models import Approval, Decision, Policy, Review, ReviewHandling
@@ -351,3 +351,12 @@ def recorded_message(review: Review, recorded: Decision | Approval) -> str:
             "progress": waiting_for(review),
         }
     return _("Decision recorded on review #%(pk)s.") % {"pk": review.pk}
+
+
+def quorum_message(count: int) -> str:
+    """A bulk action's report of approvals that count toward a quorum without completing it."""
+    return ngettext(
+        "%(count)d approval counted on a review that needs more before it is applied.",
+        "%(count)d approvals counted on reviews that need more before they are applied.",
+        count,
+    ) % {"count": count}

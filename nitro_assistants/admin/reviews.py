@@ -49,6 +49,7 @@ from nitro_assistants.admin.policies import (
     GovernanceColumns,
     OverdueFilter,
     governance_context,
+    quorum_message,
     recorded_message,
 )
 from nitro_assistants.exceptions import (
@@ -56,7 +57,7 @@ from nitro_assistants.exceptions import (
     InteractionForbiddenError,
     ThreadResumptionError,
 )
-from nitro_assistants.models import Decision, Delivery, Event, Review
+from nitro_assistants.models import Approval, Decision, Delivery, Event, Review
 from nitro_assistants.models.reviews import pending_first
 
 #: A bulk confirmation page (approve, reject) lists at most this many of the reviews it decides.
@@ -517,13 +518,13 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
         build: Any,
         verb: str,
     ) -> None:
-        applied = refused = 0
+        applied = refused = waiting = 0
         for review in self._selected(request, queryset):
             try:
                 # The revision and digest of the row as the queue showed it, when it did (a
                 # "select all" takes rows nobody saw: they are decided as they are now).
                 shown = shown_stamp(request, review.pk)
-                services.decide(
+                recorded = services.decide(
                     review.pk if shown else review,
                     request.user,
                     {**build(review), **shown},
@@ -536,7 +537,12 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
                     _("Review #%(pk)s refused: %(reason)s") % {"pk": review.pk, "reason": exc},
                 )
             else:
-                applied += 1
+                if isinstance(recorded, Approval):  # a quorum: counted, not applied yet
+                    waiting += 1
+                else:
+                    applied += 1
+        if waiting:
+            messages.info(request, quorum_message(waiting))
         if applied:
             messages.success(
                 request,

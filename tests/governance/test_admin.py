@@ -214,3 +214,21 @@ def test_the_decide_api_counts_approvals_and_refuses_outsiders(
     assert decide("alice").json()["status"] == "pending"  # the same person does not count twice
     assert Approval.objects.filter(review=review).count() == 1
     assert decide("bob").json()["status"] == "decided"
+
+
+def test_bulk_approve_reports_approvals_that_wait_for_a_quorum(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    large, plain = mirrored(300), mirrored(80)
+    client = Client()
+    client.force_login(reviewer("alice", finance))
+    response = client.post(
+        reverse("admin:nitro_assistants_review_changelist"),
+        {"action": "approve_selected", "post": "yes", "_selected_action": [large.pk, plain.pk]},
+        follow=True,
+    )
+    shown = [str(m) for m in response.context["messages"]]
+    assert "1 approval counted on a review that needs more before it is applied." in shown
+    assert "1 review approved." in shown
+    assert Review.objects.get(pk=large.pk).status == "pending"
+    assert Review.objects.get(pk=plain.pk).status == "decided"
