@@ -55,6 +55,7 @@ from nitro_assistants.admin.policies import (
 from nitro_assistants.exceptions import (
     InteractionConflictError,
     InteractionForbiddenError,
+    PolicyForbiddenError,
     ThreadResumptionError,
 )
 from nitro_assistants.models import Approval, Decision, Delivery, Event, Review
@@ -410,6 +411,9 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
                         )
                     except InteractionConflictError:
                         stale, status = True, 409
+                    except PolicyForbiddenError as exc:  # the rule's group, one's own run
+                        form.add_error(str(exc))
+                        status = 403
                     except InteractionForbiddenError:
                         raise PermissionDenied from None
                     except ThreadResumptionError as exc:

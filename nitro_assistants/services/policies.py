@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from nitro_assistants import policies, rules
 from nitro_assistants.conf import app_settings
-from nitro_assistants.exceptions import InteractionDecisionError, InteractionForbiddenError
+from nitro_assistants.exceptions import InteractionDecisionError, PolicyForbiddenError
 from nitro_assistants.models import Approval, Policy, Review, ReviewHandling
 from nitro_assistants.services.audit import record_event
 from nitro_assistants.services.enqueue import enqueue
@@ -319,7 +319,7 @@ def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gat
     """Apply the review's handling to a person's decision (the review's row lock held).
 
     Code that is not a person (a policy, a deadline, the host project's own code with no user)
-    passes through: it brings its own authority. Raises ``InteractionForbiddenError`` (not in the
+    passes through: it brings its own authority. Raises ``PolicyForbiddenError`` (not in the
     rule's group; one's own assistant's action) and ``InteractionDecisionError`` (a mixed
     decision on a quorum review)."""
     if not _person(user) or review.kind not in rules.REVIEW_KINDS:
@@ -333,13 +333,13 @@ def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gat
     group_id = row.group_id if row is not None else None
     if via is not None and not in_group(user, group_id):
         name = row.group.name if row is not None and row.group else ""
-        raise InteractionForbiddenError(f"Only members of {name} may decide this review")
+        raise PolicyForbiddenError(f"Only members of {name} may decide this review")
     actions = _actions(cleaned)
     runs = [a for a in actions if a in RUNS]
     if not runs:  # a rejection ends it, whatever the quorum
         return Gate(decision=dict(cleaned))
     if separated(review, required) and own_action(user, review):
-        raise InteractionForbiddenError(
+        raise PolicyForbiddenError(
             "You started this conversation: someone else must approve its assistant's actions"
         )
     if len(runs) != len(actions) and required > 1:

@@ -232,3 +232,19 @@ def test_bulk_approve_reports_approvals_that_wait_for_a_quorum(
     assert "1 review approved." in shown
     assert Review.objects.get(pk=large.pk).status == "pending"
     assert Review.objects.get(pk=plain.pk).status == "decided"
+
+
+def test_the_screen_says_why_a_reviewer_outside_the_group_cannot_decide(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    review = mirrored(300)
+    client = Client()
+    client.force_login(reviewer("eve"))
+    stamp = approve(review)
+    response = client.post(
+        f"/admin/nitro_assistants/review/{review.pk}/review/",
+        {"call-0-action": "approve", "revision": stamp["revision"], "digest": stamp["digest"]},
+    )
+    assert response.status_code == 403
+    assert "Only members of Finance may decide this review" in response.content.decode()
+    assert not Approval.objects.exists()
