@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group
+from django.utils import timezone
 
 import nitro_assistants
 from nitro_assistants import services
 from nitro_assistants.models import Approval, Decision, Event, Policy, Review, Thread
+from nitro_assistants.services import governance
 from nitro_assistants.testing.launchers import CeleryWorker
 from tests.core.conftest import wait_for
 from tests.governance.conftest import reviewer
@@ -96,3 +99,30 @@ def test_an_edit_raising_the_amount_moves_it_under_the_stricter_rule(
     (result,) = tool_results(assistant, thread)
     assert "a human reviewer replaced this tool call" in result  # the edit reached the server
     assert result.endswith("Refunded 800 on order 7")
+
+
+def test_a_deadline_escalates_then_rejects_on_the_server(
+    assistant: Any, finance: Group, managers: Group
+) -> None:
+    rule = Policy.objects.get(name="large refunds")
+    rule.deadline = datetime.timedelta(hours=4)
+    rule.on_deadline = Policy.OnDeadline.ESCALATE
+    rule.escalate_to = managers
+    rule.escalation_deadline = datetime.timedelta(hours=1)
+    rule.on_escalation_deadline = Policy.AfterEscalation.REJECT
+    rule.save()  # a new version: the worker compiles the rules again
+    thread = ask_refund(300)
+    review = pending(thread)
+    start = timezone.now()
+    assert governance.sweep_deadlines(now=start + datetime.timedelta(hours=4, minutes=1)) == {
+        "escalated": 1
+    }
+    assert governance.sweep_deadlines(now=start + datetime.timedelta(hours=5, minutes=2)) == {
+        "rejected": 1
+    }
+    decision = applied(review)
+    assert decision.reviewer_id == "deadline:large refunds"
+    (result,) = tool_results(assistant, thread)
+    assert "Refunded" not in result  # the refund never ran
+    verbs = list(Event.objects.filter(review=review).values_list("verb", flat=True))
+    assert verbs.count("review_escalated") == 1 and verbs.count("review_auto_decided") == 1
