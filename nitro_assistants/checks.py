@@ -159,6 +159,7 @@ def _check_inbox() -> list[CheckMessage]:
                     id="nitro_assistants.E011",
                 )
             )
+    return errors
 
 
 def _check_governance() -> list[CheckMessage]:
