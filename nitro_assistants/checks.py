@@ -7,12 +7,15 @@ from typing import Any
 from urllib.parse import urlparse
 
 from celery import _state
+from django.conf import settings
 from django.core.checks import CheckMessage, Error, register
 from django.utils.module_loading import import_string
 
 from nitro_assistants.client.http import is_request_limit
 from nitro_assistants.conf import app_settings
+from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.services.enqueue import is_fallback
+from nitro_assistants.services.notifiers import load as load_notifier
 
 # What a value copied from a docs snippet or an example settings file looks like: "...", "<id>",
 # "{{ id }}", "your-assistant-id", "changeme". No assistant is called that, and the server would
@@ -120,6 +123,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 )
             )
     errors.extend(_check_inbox())
+    errors.extend(_check_governance())
     errors.extend(_check_celery())
     return errors
 
@@ -155,6 +159,42 @@ def _check_inbox() -> list[CheckMessage]:
                     id="nitro_assistants.E011",
                 )
             )
+    return errors
+
+
+def _check_governance() -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    configured = (getattr(settings, "NITRO_ASSISTANTS", None) or {}).get("SEPARATE_DUTIES")
+    if configured is not None and configured not in ("quorum", "always", "never"):
+        errors.append(
+            Error(
+                f"NITRO_ASSISTANTS['SEPARATE_DUTIES'] is {configured!r}.",
+                hint='Use "quorum" (the default), "always" or "never".',
+                id="nitro_assistants.E013",
+            )
+        )
+    notifiers = app_settings.NOTIFIERS
+    for name, definition in notifiers.items():
+        try:
+            load_notifier(str(name), definition)
+        except NitroAssistantsError as exc:
+            errors.append(
+                Error(
+                    f"NITRO_ASSISTANTS['NOTIFIERS'][{name!r}]: {exc}",
+                    hint='Give {"BACKEND": "dotted.path.Notifier", "OPTIONS": {...}}; the '
+                    "built-in ones are in nitro_assistants.services.notifiers.",
+                    id="nitro_assistants.E014",
+                )
+            )
+    if notifiers and app_settings.NOTIFY_BASE_URL and _bad_url(app_settings.NOTIFY_BASE_URL):
+        errors.append(
+            Error(
+                f"NITRO_ASSISTANTS['NOTIFY_BASE_URL'] is not an http(s) URL: "
+                f"{app_settings.NOTIFY_BASE_URL!r}.",
+                hint="Give the scheme and host reviewers reach the admin at.",
+                id="nitro_assistants.E015",
+            )
+        )
     return errors
 
 

@@ -33,6 +33,14 @@ class AppSettings:
         "ASSIGN_REVIEW": "",
         "LIVE_POLL_SECONDS": 3,
         "NEXT_AFTER_DECISION": False,
+        "SEPARATE_DUTIES": "quorum",
+        "DEADLINE_BATCH_SIZE": 500,
+        "NOTIFIERS": {},
+        "NOTIFY_BASE_URL": "",
+        "NOTIFY_DELAY": 10,
+        "NOTIFY_INTERVAL": 300,
+        "NOTIFY_LINK_MAX_AGE": 7 * 24 * 3600,
+        "NOTIFY_MAX_ATTEMPTS": 5,
     }
 
     def _setting(self, name: str) -> Any:
@@ -141,6 +149,52 @@ class AppSettings:
         """After a decision on its screen, open the next review (claimed for the reviewer; the
         decision's outcome follows live at the top) instead of staying on the decided one."""
         return bool(self._setting("NEXT_AFTER_DECISION"))
+
+    @property
+    def SEPARATE_DUTIES(self) -> str:
+        """Who may not approve their own assistant's action (the person who opened the
+        conversation or started the run): ``"quorum"`` on reviews a policy rule gives more
+        than one approval, ``"always"`` on every review, ``"never"``."""
+        value = str(self._setting("SEPARATE_DUTIES"))
+        return value if value in ("quorum", "always", "never") else "quorum"
+
+    @property
+    def DEADLINE_BATCH_SIZE(self) -> int:
+        """Passed deadlines one run of ``nitro_assistants.sweep_deadlines`` applies at most
+        (the next run takes the rest)."""
+        return int(self._setting("DEADLINE_BATCH_SIZE"))
+
+    @property
+    def NOTIFIERS(self) -> dict[str, dict[str, Any]]:
+        """Notification channels by name: ``{"email": {"BACKEND": "...EmailNotifier",
+        "OPTIONS": {...}}}`` (:mod:`nitro_assistants.services.notifiers`). Empty: none."""
+        return dict(self._setting("NOTIFIERS") or {})
+
+    @property
+    def NOTIFY_BASE_URL(self) -> str:
+        """Scheme and host the links in notifications start with, e.g.
+        ``https://review.example.com``; blank: links are paths (relative)."""
+        return str(self._setting("NOTIFY_BASE_URL") or "").rstrip("/")
+
+    @property
+    def NOTIFY_DELAY(self) -> float:
+        """Seconds a first notification waits, so what arrives meanwhile joins its message."""
+        return float(self._setting("NOTIFY_DELAY"))
+
+    @property
+    def NOTIFY_INTERVAL(self) -> float:
+        """A reviewer gets at most one message per channel per this many seconds."""
+        return float(self._setting("NOTIFY_INTERVAL"))
+
+    @property
+    def NOTIFY_LINK_MAX_AGE(self) -> int:
+        """Seconds a notification's signed link to a review works."""
+        return int(self._setting("NOTIFY_LINK_MAX_AGE"))
+
+    @property
+    def NOTIFY_MAX_ATTEMPTS(self) -> int:
+        """Tries of a failing channel before its notifications are marked failed (logged)."""
+        return int(self._setting("NOTIFY_MAX_ATTEMPTS"))
 
     def client_config(self) -> dict[str, Any]:
         """What :class:`nitro_assistants.client.registry.Registry` is built from."""

@@ -110,6 +110,11 @@ class InteractionForbiddenError(InteractionDecisionError):
     (``issues`` lists them)."""
 
 
+class PolicyForbiddenError(InteractionForbiddenError):
+    """A review's policy rule keeps this person from deciding it: not in the rule's group, or
+    approving the action of a run they started (separation of duties)."""
+
+
 class ReviewNotPendingError(InteractionConflictError):
     """A local review was already decided, superseded or closed: nothing was recorded."""
 

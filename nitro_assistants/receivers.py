@@ -1,5 +1,6 @@
-"""The app's own receivers: they keep the audit trail readable in logs and hand new reviews to
-the host project's assignment rule. Host apps connect theirs
+"""The app's own receivers: they keep the audit trail readable in logs, hand new reviews to the
+host project's assignment rule and tell reviewers what waits for them
+(:mod:`nitro_assistants.services.notifications`, which never raises). Host apps connect theirs
 to :mod:`nitro_assistants.signals` the same way."""
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ import logging
 from typing import Any
 
 from nitro_assistants import signals
+from nitro_assistants.conf import app_settings
+from nitro_assistants.services import notifications
 from nitro_assistants.services.claims import assign_by_rule
 
 logger = logging.getLogger("nitro_assistants")
@@ -42,6 +45,19 @@ def assign_requested_review(sender: Any, review: Any, **kwargs: Any) -> None:
     assign_by_rule(review)
 
 
+def notify_review_requested(sender: Any, review: Any, **kwargs: Any) -> None:
+    if app_settings.NOTIFIERS and notifications.review_needs_people(review):
+        notifications.notify("requested", review=review)
+
+
+def notify_review_escalated(sender: Any, review: Any, **kwargs: Any) -> None:
+    notifications.notify("escalated", review=review)
+
+
+def notify_delivery_failed(sender: Any, delivery: Any, thread: Any, **kwargs: Any) -> None:
+    notifications.delivery_failed(thread)
+
+
 def connect() -> None:
     signals.review_requested.connect(
         assign_requested_review, dispatch_uid="nitro_assistants.assign_requested_review"
@@ -52,4 +68,13 @@ def connect() -> None:
     )
     signals.delivery_pending.connect(
         log_delivery_pending, dispatch_uid="nitro_assistants.log_delivery_pending"
+    )
+    signals.review_requested.connect(
+        notify_review_requested, dispatch_uid="nitro_assistants.notify_review_requested"
+    )
+    signals.review_escalated.connect(
+        notify_review_escalated, dispatch_uid="nitro_assistants.notify_review_escalated"
+    )
+    signals.delivery_failed.connect(
+        notify_delivery_failed, dispatch_uid="nitro_assistants.notify_delivery_failed"
     )

@@ -11,7 +11,8 @@ from django.dispatch import Signal
 review_requested = Signal()
 
 #: A reviewer decided; the decision is stored and its resume enqueued (not yet applied).
-#: sender: Review. provides args: review (Review), decision (Decision), user (User | None)
+#: sender: Review. provides args: review (Review), decision (Decision), user (User | None; for a
+#: policy rule's or a deadline's decision, a ``services.policies.PolicyActor`` naming the rule)
 review_decided = Signal()
 
 #: A pending or decided review can no longer be applied: a new customer message replaced it, or the
@@ -50,3 +51,13 @@ audit_broken = Signal()
 #: args, a rejected call that ran, a reply delivered with other content); the decision record says
 #: so. sender: Decision. provides args: decision (Decision), record (dict), mismatches (list[str])
 execution_mismatched = Signal()
+
+#: A policy rule or a passed deadline decided a review, no person involved (sent beside
+#: ``review_decided``). ``by`` is "policy" (an auto_approve/auto_reject rule, or an edit that moved
+#: the call under one) or "deadline"; ``rule`` is the rule's handling as it was (name, version...).
+#: sender: Review. provides args: review (Review), decision (Decision), by (str), rule (dict)
+review_auto_decided = Signal()
+
+#: A review's deadline passed and its rule escalated it to another group (priority raised).
+#: sender: Review. provides args: review (Review), group (Group), rule (dict)
+review_escalated = Signal()

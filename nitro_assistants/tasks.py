@@ -22,6 +22,14 @@ Beat schedule for the delivery sweep (in the host project's Celery config)::
             "task": "nitro_assistants.verify_audit",
             "schedule": 86400.0,
         },
+        "nitro-assistants-sweep-deadlines": {
+            "task": "nitro_assistants.sweep_deadlines",
+            "schedule": 60.0,
+        },
+        "nitro-assistants-flush-notifications": {
+            "task": "nitro_assistants.flush_notifications",
+            "schedule": 300.0,
+        },
     }
 """
 
@@ -36,7 +44,7 @@ from celery import Task, shared_task
 
 from nitro_assistants import services
 from nitro_assistants.conf import app_settings
-from nitro_assistants.services import chain
+from nitro_assistants.services import chain, governance, notifications
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.errors import error_text, traceback_text
 
@@ -152,3 +160,32 @@ def requeue_plan_steps() -> int:
 def verify_audit() -> dict[str, Any]:
     """Periodic: walk the audit trail's hash chain; ``audit_broken`` when a link is broken."""
     return chain.verify_and_signal().as_dict()
+
+
+@task("nitro_assistants.apply_policy")
+def apply_policy(review_pk: int) -> int | None:
+    """Decide a review its policy rule approves or rejects at once; the decision's pk."""
+    decision = governance.apply_policy(review_pk)
+    return decision.pk if decision is not None else None
+
+
+@task("nitro_assistants.sweep_deadlines")
+def sweep_deadlines() -> dict[str, int]:
+    """Periodic: apply each passed review deadline once (escalate, approve, reject, overdue)."""
+    return governance.sweep_deadlines()
+
+
+@task("nitro_assistants.send_notifications", bind=True, max_retries=None)
+def send_notifications(self: Task, channel: str, user_pk: int | None = None) -> int:
+    """Send what is queued for one reviewer (None: a shared channel) on ``channel`` as one
+    message; a failing channel is retried with backoff until ``NOTIFY_MAX_ATTEMPTS``."""
+    try:
+        return notifications.send_batch(channel, user_pk)
+    except notifications.NotificationError as exc:
+        raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
+
+
+@task("nitro_assistants.flush_notifications")
+def flush_notifications() -> int:
+    """Periodic: enqueue again the sends of notifications still queued (a lost task)."""
+    return notifications.flush()

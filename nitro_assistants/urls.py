@@ -8,4 +8,5 @@ app_name = "nitro_assistants"
 
 urlpatterns = [
     path("webhook/", views.webhook, name="webhook"),
+    path("review/<str:token>/", views.review_link, name="review_link"),
 ]

@@ -117,6 +117,15 @@ CELERY_BEAT_SCHEDULE = {
         "task": "nitro_assistants.verify_audit",
         "schedule": 3600.0,
     },
+    # Review deadlines (escalate, decide, flag overdue) and notifications a lost task left queued.
+    "nitro-assistants-sweep-deadlines": {
+        "task": "nitro_assistants.sweep_deadlines",
+        "schedule": 60.0,
+    },
+    "nitro-assistants-flush-notifications": {
+        "task": "nitro_assistants.flush_notifications",
+        "schedule": 300.0,
+    },
 }
 
 NITRO_ASSISTANTS = {
@@ -135,6 +144,9 @@ NITRO_ASSISTANTS = {
     "RUN_MODE": env.str("RUN_MODE", default="wait"),
     "WEBHOOK_SECRET": env.str("WEBHOOK_SECRET", default=SECRET_KEY),
     "WEBHOOK_URL": env.str("WEBHOOK_URL", default=""),
+    # Reviewers are told what waits for them by e-mail (the console backend in the demo).
+    "NOTIFIERS": {"email": {"BACKEND": "nitro_assistants.services.notifiers.EmailNotifier"}},
+    "NOTIFY_BASE_URL": env.str("NOTIFY_BASE_URL", default="http://127.0.0.1:8000"),
 }
 
 # Where the demo assistant's send_sms tool "sends" its messages (shown at /outbox/).

@@ -10,7 +10,7 @@ from nitro_assistants.testing.launchers import LangGraphServer
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = ROOT / "tests" / "graphs" / "agents.py"
-GRAPH_NAMES = ("walkthrough", "tools", "per_call", "plain", "interactions")
+GRAPH_NAMES = ("walkthrough", "tools", "per_call", "plain", "interactions", "refunds")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -99,6 +99,7 @@ NITRO_ASSISTANTS = {
         "per_call": {"api_key": "test-key", "assistant_id": "per_call"},
         "plain": {"api_key": "test-key", "assistant_id": "plain"},
         "interactions": {"api_key": "test-key", "assistant_id": "interactions"},
+        "refunds": {"api_key": "test-key", "assistant_id": "refunds"},
     },
     "DELIVERY_PENDING_AFTER": 300,
     "RUN_MODE": os.environ.get("NITRO_TEST_RUN_MODE", "wait"),

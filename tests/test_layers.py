@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 DJANGO_FREE = (
     "nitro_assistants.client",
     "nitro_assistants.rules",
+    "nitro_assistants.policies",
     "nitro_assistants.exceptions",
     # bench/ and host tests start servers with it before (or without) Django is set up.
     "nitro_assistants.testing.launchers",
@@ -60,7 +61,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("agent", ("nitro_assistants.agent",)),
     # ``chain``: the audit trail's hash chain, pure (canonical content, links, the walk).
-    ("rules", ("nitro_assistants.rules", "nitro_assistants.operations", "nitro_assistants.chain")),
+    (
+        "rules",
+        (
+            "nitro_assistants.rules",
+            "nitro_assistants.policies",
+            "nitro_assistants.operations",
+            "nitro_assistants.chain",
+        ),
+    ),
     (
         "client",
         ("nitro_assistants.client", "nitro_assistants.exceptions"),

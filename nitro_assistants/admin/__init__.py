@@ -8,7 +8,16 @@ the ``nitro_assistants.decide_review`` permission), which goes through
 
 from __future__ import annotations
 
-from nitro_assistants.admin import api_keys, deliveries, events, interactions, reviews, threads
+from nitro_assistants.admin import (
+    api_keys,
+    deliveries,
+    events,
+    interactions,
+    notifications,
+    policies,
+    reviews,
+    threads,
+)
 from nitro_assistants.admin.forms import DECISION_FORMS, register_decision_form
 from nitro_assistants.admin.options import ReadOnlyAdmin
 
@@ -19,6 +28,8 @@ __all__ = [
     "deliveries",
     "events",
     "interactions",
+    "notifications",
+    "policies",
     "register_decision_form",
     "reviews",
     "threads",

@@ -45,12 +45,20 @@ from nitro_assistants.admin.forms import (
 )
 from nitro_assistants.admin.inbox import AssignedFilter, ClaimFilter, InboxMixin
 from nitro_assistants.admin.options import ReadOnlyAdmin, can_decide, object_or_404
+from nitro_assistants.admin.policies import (
+    GovernanceColumns,
+    OverdueFilter,
+    governance_context,
+    quorum_message,
+    recorded_message,
+)
 from nitro_assistants.exceptions import (
     InteractionConflictError,
     InteractionForbiddenError,
+    PolicyForbiddenError,
     ThreadResumptionError,
 )
-from nitro_assistants.models import Decision, Delivery, Event, Review
+from nitro_assistants.models import Approval, Decision, Delivery, Event, Review
 from nitro_assistants.models.reviews import pending_first
 
 #: A bulk confirmation page (approve, reject) lists at most this many of the reviews it decides.
@@ -180,7 +188,7 @@ def _linkable(link: str) -> str:
 
 
 @admin.register(Review)
-class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
+class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
     """The review queue: pending reviews oldest first; each opens its review screen."""
 
     list_display = [
@@ -192,6 +200,7 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
         "status",
         "delivery",
         "claimed",  # who has it, whom it is for (admin/inbox.py)
+        *GovernanceColumns.governance_list_display,
     ]
     list_display_links = None  # the held item links to its review screen, not a change form
     list_filter = [
@@ -203,6 +212,7 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
         # claims and assignments (admin/inbox.py)
         AssignedFilter,
         ClaimFilter,
+        OverdueFilter,
     ]
     search_fields = ["thread__thread_id", "payload"]
     search_help_text = gettext_lazy("A thread id, a tool name, or text of the call or reply.")
@@ -224,10 +234,12 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Review]:
         queryset: QuerySet[Review] = super().get_queryset(request)
-        return self.inbox_queryset(
-            queryset.select_related("thread")
-            .defer("thread__values", "thread__context")
-            .annotate(delivery_state=latest_delivery_state())
+        return self.with_governance(
+            self.inbox_queryset(
+                queryset.select_related("thread")
+                .defer("thread__values", "thread__context")
+                .annotate(delivery_state=latest_delivery_state())
+            )
         )
 
     def get_ordering(self, request: HttpRequest) -> list[Any]:
@@ -391,7 +403,7 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
                     try:
                         # By pk, with the revision and digest the form was rendered from: the
                         # service refuses the decision when the review changed since.
-                        services.decide(
+                        recorded = services.decide(
                             review.pk,
                             request.user,
                             {**form.decision(), **stamp.shown()},
@@ -399,16 +411,16 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
                         )
                     except InteractionConflictError:
                         stale, status = True, 409
+                    except PolicyForbiddenError as exc:  # the rule's group, one's own run
+                        form.add_error(str(exc))
+                        status = 403
                     except InteractionForbiddenError:
                         raise PermissionDenied from None
                     except ThreadResumptionError as exc:
                         form.add_error(str(exc))
                         status = 400
                     else:
-                        messages.success(
-                            request,
-                            _("Decision recorded on review #%(pk)s.") % {"pk": review.pk},
-                        )
+                        messages.success(request, recorded_message(review, recorded))
                         return HttpResponseRedirect(self.after_decision_url(request, review))
                 elif review.status != Review.Status.PENDING:
                     stale, status = True, 409
@@ -486,6 +498,7 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
             "reply": review.reply or {},
             "queue_url": reverse(f"{self.admin_site.name}:nitro_assistants_review_changelist"),
             **self.inbox_context(request, review),
+            **governance_context(review),
         }
 
     def metrics_view(self, request: HttpRequest) -> HttpResponse:
@@ -509,13 +522,13 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
         build: Any,
         verb: str,
     ) -> None:
-        applied = refused = 0
+        applied = refused = waiting = 0
         for review in self._selected(request, queryset):
             try:
                 # The revision and digest of the row as the queue showed it, when it did (a
                 # "select all" takes rows nobody saw: they are decided as they are now).
                 shown = shown_stamp(request, review.pk)
-                services.decide(
+                recorded = services.decide(
                     review.pk if shown else review,
                     request.user,
                     {**build(review), **shown},
@@ -528,7 +541,12 @@ class ReviewAdmin(InboxMixin, ReadOnlyAdmin):
                     _("Review #%(pk)s refused: %(reason)s") % {"pk": review.pk, "reason": exc},
                 )
             else:
-                applied += 1
+                if isinstance(recorded, Approval):  # a quorum: counted, not applied yet
+                    waiting += 1
+                else:
+                    applied += 1
+        if waiting:
+            messages.info(request, quorum_message(waiting))
         if applied:
             messages.success(
                 request,

@@ -8,7 +8,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,176 +16,436 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Run',
+            name="Run",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('kind', models.CharField(choices=[('run', 'run'), ('resume', 'resume')], default='run', max_length=8)),
-                ('status', models.CharField(choices=[('queued', 'queued'), ('running', 'running'), ('succeeded', 'succeeded'), ('interrupted', 'interrupted'), ('failed', 'failed')], default='queued', max_length=16)),
-                ('remote_run_id', models.CharField(blank=True, db_index=True, max_length=64)),
-                ('input', models.JSONField(blank=True, default=dict)),
-                ('reply', models.TextField(blank=True)),
-                ('error', models.TextField(blank=True)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('requested_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("run", "run"), ("resume", "resume")], default="run", max_length=8
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "queued"),
+                            ("running", "running"),
+                            ("succeeded", "succeeded"),
+                            ("interrupted", "interrupted"),
+                            ("failed", "failed"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("remote_run_id", models.CharField(blank=True, db_index=True, max_length=64)),
+                ("input", models.JSONField(blank=True, default=dict)),
+                ("reply", models.TextField(blank=True)),
+                ("error", models.TextField(blank=True)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "requested_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'run',
-                'verbose_name_plural': 'runs',
-                'ordering': ['-created_at'],
+                "verbose_name": "run",
+                "verbose_name_plural": "runs",
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='Review',
+            name="Review",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('tool_calls', 'tool calls'), ('reply', 'reply'), ('question', 'question'), ('blueprint', 'blueprint'), ('plan', 'plan')], max_length=16)),
-                ('status', models.CharField(choices=[('pending', 'pending'), ('decided', 'decided'), ('superseded', 'superseded'), ('applied', 'applied'), ('failed', 'failed'), ('answered', 'answered'), ('accepted', 'accepted'), ('revision_requested', 'revision requested'), ('cancelled', 'cancelled'), ('executing', 'executing'), ('completed', 'completed')], default='pending', max_length=24)),
-                ('interrupt_ids', models.JSONField(blank=True, default=list)),
-                ('payload', models.JSONField(blank=True, default=dict, help_text='tool_calls, the reply draft, or the interaction')),
-                ('interaction_id', models.CharField(blank=True, max_length=128)),
-                ('revision', models.PositiveIntegerField(default=1)),
-                ('digest', models.CharField(blank=True, max_length=128)),
-                ('origin', models.CharField(blank=True, default='assistant', max_length=16)),
-                ('requested_at', models.DateTimeField(auto_now_add=True)),
-                ('closed_at', models.DateTimeField(blank=True, null=True)),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='reviews', to='nitro_assistants.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("tool_calls", "tool calls"),
+                            ("reply", "reply"),
+                            ("question", "question"),
+                            ("blueprint", "blueprint"),
+                            ("plan", "plan"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "pending"),
+                            ("decided", "decided"),
+                            ("superseded", "superseded"),
+                            ("applied", "applied"),
+                            ("failed", "failed"),
+                            ("answered", "answered"),
+                            ("accepted", "accepted"),
+                            ("revision_requested", "revision requested"),
+                            ("cancelled", "cancelled"),
+                            ("executing", "executing"),
+                            ("completed", "completed"),
+                        ],
+                        default="pending",
+                        max_length=24,
+                    ),
+                ),
+                ("interrupt_ids", models.JSONField(blank=True, default=list)),
+                (
+                    "payload",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text="tool_calls, the reply draft, or the interaction",
+                    ),
+                ),
+                ("interaction_id", models.CharField(blank=True, max_length=128)),
+                ("revision", models.PositiveIntegerField(default=1)),
+                ("digest", models.CharField(blank=True, max_length=128)),
+                ("origin", models.CharField(blank=True, default="assistant", max_length=16)),
+                ("requested_at", models.DateTimeField(auto_now_add=True)),
+                ("closed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="reviews",
+                        to="nitro_assistants.run",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'review',
-                'verbose_name_plural': 'reviews',
-                'ordering': ['requested_at'],
+                "verbose_name": "review",
+                "verbose_name_plural": "reviews",
+                "ordering": ["requested_at"],
             },
         ),
         migrations.CreateModel(
-            name='Decision',
+            name="Decision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('reviewer_id', models.CharField(max_length=150)),
-                ('interrupt_id', models.CharField(blank=True, max_length=64)),
-                ('reply', models.JSONField(blank=True, null=True)),
-                ('tool_calls', models.JSONField(blank=True, null=True)),
-                ('note', models.TextField(blank=True)),
-                ('decided_at', models.DateTimeField()),
-                ('outcome', models.CharField(choices=[('pending', 'pending'), ('applied', 'applied'), ('superseded', 'superseded'), ('failed', 'failed')], default='pending', max_length=16)),
-                ('error', models.TextField(blank=True)),
-                ('applied_at', models.DateTimeField(blank=True, null=True)),
-                ('decided_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('review', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='decision', to='nitro_assistants.review')),
-                ('run', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='decision', to='nitro_assistants.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("reviewer_id", models.CharField(max_length=150)),
+                ("interrupt_id", models.CharField(blank=True, max_length=64)),
+                ("reply", models.JSONField(blank=True, null=True)),
+                ("tool_calls", models.JSONField(blank=True, null=True)),
+                ("note", models.TextField(blank=True)),
+                ("decided_at", models.DateTimeField()),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("pending", "pending"),
+                            ("applied", "applied"),
+                            ("superseded", "superseded"),
+                            ("failed", "failed"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("applied_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "decided_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "review",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="decision",
+                        to="nitro_assistants.review",
+                    ),
+                ),
+                (
+                    "run",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="decision",
+                        to="nitro_assistants.run",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'decision',
-                'verbose_name_plural': 'decisions',
-                'ordering': ['-decided_at'],
+                "verbose_name": "decision",
+                "verbose_name_plural": "decisions",
+                "ordering": ["-decided_at"],
             },
         ),
         migrations.CreateModel(
-            name='Thread',
+            name="Thread",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('thread_id', models.UUIDField(default=uuid.uuid4, editable=False, unique=True, verbose_name='remote thread id')),
-                ('assistant_key', models.CharField(db_index=True, max_length=100, verbose_name='assistant')),
-                ('status', models.CharField(choices=[('idle', 'idle'), ('busy', 'busy'), ('interrupted', 'interrupted'), ('error', 'error')], default='idle', max_length=16)),
-                ('values', models.JSONField(blank=True, default=dict, verbose_name='state snapshot')),
-                ('context', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('synced_at', models.DateTimeField(blank=True, null=True)),
-                ('opened_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL, verbose_name='opened by')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "thread_id",
+                    models.UUIDField(
+                        default=uuid.uuid4,
+                        editable=False,
+                        unique=True,
+                        verbose_name="remote thread id",
+                    ),
+                ),
+                (
+                    "assistant_key",
+                    models.CharField(db_index=True, max_length=100, verbose_name="assistant"),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("idle", "idle"),
+                            ("busy", "busy"),
+                            ("interrupted", "interrupted"),
+                            ("error", "error"),
+                        ],
+                        default="idle",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "values",
+                    models.JSONField(blank=True, default=dict, verbose_name="state snapshot"),
+                ),
+                ("context", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("synced_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "opened_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                        verbose_name="opened by",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'thread',
-                'verbose_name_plural': 'threads',
-                'ordering': ['-created_at'],
+                "verbose_name": "thread",
+                "verbose_name_plural": "threads",
+                "ordering": ["-created_at"],
             },
         ),
         migrations.AddField(
-            model_name='run',
-            name='thread',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='nitro_assistants.thread'),
+            model_name="run",
+            name="thread",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="runs",
+                to="nitro_assistants.thread",
+            ),
         ),
         migrations.AddField(
-            model_name='review',
-            name='thread',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='reviews', to='nitro_assistants.thread'),
+            model_name="review",
+            name="thread",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="reviews",
+                to="nitro_assistants.thread",
+            ),
         ),
         migrations.CreateModel(
-            name='Event',
+            name="Event",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('verb', models.CharField(max_length=40)),
-                ('data', models.JSONField(blank=True, default=dict)),
-                ('at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('review', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='events', to='nitro_assistants.review')),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='nitro_assistants.run')),
-                ('thread', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='nitro_assistants.thread')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("verb", models.CharField(max_length=40)),
+                ("data", models.JSONField(blank=True, default=dict)),
+                ("at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "review",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="nitro_assistants.review",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="nitro_assistants.run",
+                    ),
+                ),
+                (
+                    "thread",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="nitro_assistants.thread",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'event',
-                'verbose_name_plural': 'events',
-                'ordering': ['at', 'pk'],
+                "verbose_name": "event",
+                "verbose_name_plural": "events",
+                "ordering": ["at", "pk"],
             },
         ),
         migrations.CreateModel(
-            name='Delivery',
+            name="Delivery",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('message_id', models.CharField(max_length=128)),
-                ('content', models.TextField(blank=True)),
-                ('tool', models.CharField(blank=True, max_length=100)),
-                ('status', models.CharField(choices=[('pending', 'pending'), ('delivered', 'delivered'), ('failed', 'failed')], default='pending', max_length=16)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('error', models.TextField(blank=True)),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('delivered_at', models.DateTimeField(blank=True, null=True)),
-                ('failed_at', models.DateTimeField(blank=True, null=True)),
-                ('first_seen_at', models.DateTimeField()),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('alerted_at', models.DateTimeField(blank=True, null=True)),
-                ('alerted_status', models.CharField(blank=True, max_length=16)),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='deliveries', to='nitro_assistants.run')),
-                ('thread', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='nitro_assistants.thread')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("message_id", models.CharField(max_length=128)),
+                ("content", models.TextField(blank=True)),
+                ("tool", models.CharField(blank=True, max_length=100)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "pending"),
+                            ("delivered", "delivered"),
+                            ("failed", "failed"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
+                ("result", models.JSONField(blank=True, null=True)),
+                ("delivered_at", models.DateTimeField(blank=True, null=True)),
+                ("failed_at", models.DateTimeField(blank=True, null=True)),
+                ("first_seen_at", models.DateTimeField()),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("alerted_at", models.DateTimeField(blank=True, null=True)),
+                ("alerted_status", models.CharField(blank=True, max_length=16)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="deliveries",
+                        to="nitro_assistants.run",
+                    ),
+                ),
+                (
+                    "thread",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="deliveries",
+                        to="nitro_assistants.thread",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'delivery',
-                'verbose_name_plural': 'deliveries',
-                'ordering': ['-first_seen_at'],
+                "verbose_name": "delivery",
+                "verbose_name_plural": "deliveries",
+                "ordering": ["-first_seen_at"],
             },
         ),
         migrations.AddIndex(
-            model_name='thread',
-            index=models.Index(fields=['status', 'updated_at'], name='nitro_thread_status_idx'),
+            model_name="thread",
+            index=models.Index(fields=["status", "updated_at"], name="nitro_thread_status_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['thread', 'created_at'], name='nitro_run_thread_idx'),
+            model_name="run",
+            index=models.Index(fields=["thread", "created_at"], name="nitro_run_thread_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(condition=models.Q(('status__in', ['queued', 'running'])), fields=['created_at'], name='nitro_run_unfinished_idx'),
+            model_name="run",
+            index=models.Index(
+                condition=models.Q(("status__in", ["queued", "running"])),
+                fields=["created_at"],
+                name="nitro_run_unfinished_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='review',
-            index=models.Index(fields=['status', 'requested_at'], name='nitro_review_queue_idx'),
+            model_name="review",
+            index=models.Index(fields=["status", "requested_at"], name="nitro_review_queue_idx"),
         ),
         migrations.AddConstraint(
-            model_name='review',
-            constraint=models.UniqueConstraint(condition=models.Q(('status', 'pending')), fields=('thread',), name='nitro_assistants_one_pending_review'),
+            model_name="review",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("status", "pending")),
+                fields=("thread",),
+                name="nitro_assistants_one_pending_review",
+            ),
         ),
         migrations.AddIndex(
-            model_name='event',
-            index=models.Index(fields=['thread', 'at'], name='nitro_event_thread_idx'),
+            model_name="event",
+            index=models.Index(fields=["thread", "at"], name="nitro_event_thread_idx"),
         ),
         migrations.AddIndex(
-            model_name='delivery',
-            index=models.Index(condition=models.Q(('alerted_at__isnull', True)), fields=['status', 'first_seen_at'], name='nitro_delivery_unalerted_idx'),
+            model_name="delivery",
+            index=models.Index(
+                condition=models.Q(("alerted_at__isnull", True)),
+                fields=["status", "first_seen_at"],
+                name="nitro_delivery_unalerted_idx",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='delivery',
-            constraint=models.UniqueConstraint(fields=('thread', 'message_id'), name='nitro_assistants_one_delivery_per_message'),
+            model_name="delivery",
+            constraint=models.UniqueConstraint(
+                fields=("thread", "message_id"), name="nitro_assistants_one_delivery_per_message"
+            ),
         ),
     ]

@@ -4,14 +4,18 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('nitro_assistants', '0001_initial'),
+        ("nitro_assistants", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='review',
-            options={'ordering': ['requested_at'], 'permissions': [('decide_review', 'Can decide reviews')], 'verbose_name': 'review', 'verbose_name_plural': 'reviews'},
+            name="review",
+            options={
+                "ordering": ["requested_at"],
+                "permissions": [("decide_review", "Can decide reviews")],
+                "verbose_name": "review",
+                "verbose_name_plural": "reviews",
+            },
         ),
     ]

@@ -4,14 +4,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('nitro_assistants', '0002_review_decide_permission'),
+        ("nitro_assistants", "0002_review_decide_permission"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='review',
-            index=models.Index(models.Case(models.When(status='pending', then=models.Value(0)), default=models.Value(1), output_field=models.IntegerField()), models.F('requested_at'), models.F('id'), name='nitro_review_pending_first_idx'),
+            model_name="review",
+            index=models.Index(
+                models.Case(
+                    models.When(status="pending", then=models.Value(0)),
+                    default=models.Value(1),
+                    output_field=models.IntegerField(),
+                ),
+                models.F("requested_at"),
+                models.F("id"),
+                name="nitro_review_pending_first_idx",
+            ),
         ),
     ]

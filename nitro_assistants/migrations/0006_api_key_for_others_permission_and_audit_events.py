@@ -5,19 +5,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('nitro_assistants', '0005_review_digest_every_kind'),
+        ("nitro_assistants", "0005_review_digest_every_kind"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='apikey',
-            options={'ordering': ['-created_at'], 'permissions': [('add_apikey_for_others', 'Can add API keys for other users')], 'verbose_name': 'API key', 'verbose_name_plural': 'API keys'},
+            name="apikey",
+            options={
+                "ordering": ["-created_at"],
+                "permissions": [("add_apikey_for_others", "Can add API keys for other users")],
+                "verbose_name": "API key",
+                "verbose_name_plural": "API keys",
+            },
         ),
         migrations.AlterField(
-            model_name='event',
-            name='thread',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='events', to='nitro_assistants.thread'),
+            model_name="event",
+            name="thread",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="events",
+                to="nitro_assistants.thread",
+            ),
         ),
     ]

@@ -7,45 +7,112 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('auth', '0012_alter_user_first_name_max_length'),
-        ('nitro_assistants', '0006_api_key_for_others_permission_and_audit_events'),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("nitro_assistants", "0006_api_key_for_others_permission_and_audit_events"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Assignment',
+            name="Assignment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('assigned_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('assigned_by', models.ForeignKey(blank=True, help_text="empty when the host project's rule assigned it", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('group', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='auth.group')),
-                ('review', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='assignment', to='nitro_assistants.review')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("assigned_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "assigned_by",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="empty when the host project's rule assigned it",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "group",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="auth.group",
+                    ),
+                ),
+                (
+                    "review",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="assignment",
+                        to="nitro_assistants.review",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'assignment',
-                'verbose_name_plural': 'assignments',
-                'permissions': [('assign_review', 'Can assign reviews')],
-                'constraints': [models.CheckConstraint(condition=models.Q(models.Q(('group__isnull', True), ('user__isnull', False)), models.Q(('group__isnull', False), ('user__isnull', True)), _connector='OR'), name='nitro_assignment_user_or_group')],
+                "verbose_name": "assignment",
+                "verbose_name_plural": "assignments",
+                "permissions": [("assign_review", "Can assign reviews")],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("group__isnull", True), ("user__isnull", False)),
+                            models.Q(("group__isnull", False), ("user__isnull", True)),
+                            _connector="OR",
+                        ),
+                        name="nitro_assignment_user_or_group",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Claim',
+            name="Claim",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('claimed_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('expires_at', models.DateTimeField()),
-                ('changed_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('review', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='claim', to='nitro_assistants.review')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("claimed_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("expires_at", models.DateTimeField()),
+                ("changed_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "review",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="claim",
+                        to="nitro_assistants.review",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'claim',
-                'verbose_name_plural': 'claims',
-                'indexes': [models.Index(fields=['changed_at'], name='nitro_claim_changed_idx')],
+                "verbose_name": "claim",
+                "verbose_name_plural": "claims",
+                "indexes": [models.Index(fields=["changed_at"], name="nitro_claim_changed_idx")],
             },
         ),
     ]

@@ -16,7 +16,9 @@ def chain_existing_events(apps, schema_editor):
     rows = (
         Event.objects.using(db)
         .order_by("thread_id", "at", "pk")
-        .values_list("pk", "thread__thread_id", "verb", "data", "at", "review_id", "run_id", "actor_id")
+        .values_list(
+            "pk", "thread__thread_id", "verb", "data", "at", "review_id", "run_id", "actor_id"
+        )
     )
     heads = {}
     batch = []
@@ -30,69 +32,91 @@ def chain_existing_events(apps, schema_editor):
         hash_ = chain.link_hash(prev, content)
         heads[key] = (seq + 1, hash_)
         batch.append(
-            Event(pk=pk, seq=seq + 1, prev_hash=prev, hash=hash_, actor_ref=actor_ref,
-                  data=chain.normalized(data))
+            Event(
+                pk=pk,
+                seq=seq + 1,
+                prev_hash=prev,
+                hash=hash_,
+                actor_ref=actor_ref,
+                data=chain.normalized(data),
+            )
         )
         if len(batch) >= 2000:
-            Event.objects.using(db).bulk_update(batch, ["seq", "prev_hash", "hash", "actor_ref", "data"])
+            Event.objects.using(db).bulk_update(
+                batch, ["seq", "prev_hash", "hash", "actor_ref", "data"]
+            )
             batch = []
     if batch:
-        Event.objects.using(db).bulk_update(batch, ["seq", "prev_hash", "hash", "actor_ref", "data"])
+        Event.objects.using(db).bulk_update(
+            batch, ["seq", "prev_hash", "hash", "actor_ref", "data"]
+        )
     AuditChain.objects.using(db).bulk_create(
         AuditChain(chain=key, seq=seq, hash=hash_) for key, (seq, hash_) in heads.items()
     )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('nitro_assistants', '0007_claims_and_assignments'),
+        ("nitro_assistants", "0007_claims_and_assignments"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AuditChain',
+            name="AuditChain",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('chain', models.CharField(max_length=64, unique=True)),
-                ('seq', models.PositiveBigIntegerField(default=0)),
-                ('hash', models.CharField(blank=True, max_length=64)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("chain", models.CharField(max_length=64, unique=True)),
+                ("seq", models.PositiveBigIntegerField(default=0)),
+                ("hash", models.CharField(blank=True, max_length=64)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'verbose_name': 'audit chain',
-                'verbose_name_plural': 'audit chains',
-                'ordering': ['chain'],
+                "verbose_name": "audit chain",
+                "verbose_name_plural": "audit chains",
+                "ordering": ["chain"],
             },
         ),
         migrations.AddField(
-            model_name='event',
-            name='actor_ref',
+            model_name="event",
+            name="actor_ref",
             field=models.CharField(blank=True, editable=False, max_length=64),
         ),
         migrations.AddField(
-            model_name='event',
-            name='hash',
+            model_name="event",
+            name="hash",
             field=models.CharField(blank=True, editable=False, max_length=64),
         ),
         migrations.AddField(
-            model_name='event',
-            name='prev_hash',
+            model_name="event",
+            name="prev_hash",
             field=models.CharField(blank=True, editable=False, max_length=64),
         ),
         migrations.AddField(
-            model_name='event',
-            name='seq',
+            model_name="event",
+            name="seq",
             field=models.PositiveBigIntegerField(blank=True, editable=False, null=True),
         ),
         migrations.RunPython(chain_existing_events, migrations.RunPython.noop),
         migrations.AddConstraint(
-            model_name='event',
-            constraint=models.UniqueConstraint(condition=models.Q(('seq__isnull', False), ('thread__isnull', False)), fields=('thread', 'seq'), name='nitro_event_thread_chain'),
+            model_name="event",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("seq__isnull", False), ("thread__isnull", False)),
+                fields=("thread", "seq"),
+                name="nitro_event_thread_chain",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='event',
-            constraint=models.UniqueConstraint(condition=models.Q(('seq__isnull', False), ('thread__isnull', True)), fields=('seq',), name='nitro_event_installation_chain'),
+            model_name="event",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("seq__isnull", False), ("thread__isnull", True)),
+                fields=("seq",),
+                name="nitro_event_installation_chain",
+            ),
         ),
     ]

@@ -6,18 +6,25 @@ from nitro_assistants.models.claims import Assignment, Claim
 from nitro_assistants.models.deliveries import Delivery
 from nitro_assistants.models.events import AuditChain, Event
 from nitro_assistants.models.interactions import ApiKey, StepResult
+from nitro_assistants.models.notifications import Notification, NotificationPreference
+from nitro_assistants.models.policies import Approval, Policy, ReviewHandling
 from nitro_assistants.models.reviews import Decision, Review
 from nitro_assistants.models.threads import Run, Thread
 
 __all__ = [
     "ApiKey",
+    "Approval",
     "Assignment",
     "AuditChain",
     "Claim",
     "Decision",
     "Delivery",
     "Event",
+    "Notification",
+    "NotificationPreference",
+    "Policy",
     "Review",
+    "ReviewHandling",
     "Run",
     "StepResult",
     "Thread",

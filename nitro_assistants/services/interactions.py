@@ -39,7 +39,7 @@ def missing_permissions(user: Any, steps: list[dict[str, Any]]) -> list[str]:
 def username(user: Any) -> str:
     """Who decided, as the assistant is told (``system`` for no signed-in user)."""
     if user is None or not getattr(user, "pk", None):
-        return "system"
+        return str(getattr(user, "reviewer_id", "") or "system")  # a policy names its rule
     return str(user.get_username())
 
 

@@ -14,6 +14,7 @@ from nitro_assistants.operations import get_operation
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.lifecycle import supersede
+from nitro_assistants.services.policies import review_mirrored
 
 
 def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str, Any]]) -> Run:
@@ -116,6 +117,7 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
     review = Review.objects.create(thread=thread, run=run, **fields)
     record_event(thread, "review_requested", review=review, run=run, kind=review.kind)
     send_on_commit(signals.review_requested, Review, review=review, thread=thread, run=run)
+    review_mirrored(review)  # the policy rules: a handling, or a decision at once
     return review
 
 

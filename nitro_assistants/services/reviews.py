@@ -28,7 +28,7 @@ from nitro_assistants.exceptions import (
     ReviewSupersededError,
     ThreadResumptionError,
 )
-from nitro_assistants.models import Decision, Review, Run, Thread
+from nitro_assistants.models import Approval, Decision, Review, Run, Thread
 from nitro_assistants.services import clients
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
@@ -43,6 +43,7 @@ from nitro_assistants.services.lifecycle import (
     transition,
 )
 from nitro_assistants.services.mirror import record_result
+from nitro_assistants.services.policies import gate
 from nitro_assistants.services.runs import (
     ACTIVE_REMOTE_STATUSES,
     RUN_KEY,
@@ -197,7 +198,7 @@ def decide(
     decision: Mapping[str, Any],
     *,
     via: Channel = None,
-) -> Decision:
+) -> Decision | Approval:
     """Record a decision on a review and enqueue its resume after commit: the only way a
     decision is recorded, for every kind and from every path.
 
@@ -208,7 +209,9 @@ def decide(
     body (``{"decision", ...}``, docs/protocol.md §8); and an optional ``note``.
 
     The same person sending the same decision on the same revision again gets the decision
-    already recorded (nothing is recorded twice). Raises ``ReviewNotPendingError`` or
+    already recorded (nothing is recorded twice). A review a policy rule gave a quorum returns
+    the person's :class:`~nitro_assistants.models.Approval` until enough people approved
+    (:mod:`nitro_assistants.services.policies`). Raises ``ReviewNotPendingError`` or
     ``InteractionConflictError`` (stale: decided by someone else, or content changed since it
     was shown), ``InteractionForbiddenError`` (``via`` says who may decide) and
     ``ThreadResumptionError`` (the decision does not fit); nothing is stored then.
@@ -260,7 +263,11 @@ def decide(
                 str(decision["interrupt_id"]) if decision.get("interrupt_id") else None
             ),
         )
-        return _record(locked, user, cleaned)
+        passed = gate(locked, user, cleaned, via)  # policies: quorum, groups, edits
+        if passed.approval is not None:
+            return passed.approval
+        assert passed.decision is not None
+        return _record(locked, passed.actor or user, passed.decision)
 
 
 def _not_pending(review: Review) -> ReviewNotPendingError:

@@ -24,6 +24,12 @@ def send_sms(content: str) -> str:
     return f"sms queued ({len(content)} chars)"
 
 
+@tool
+def refund_customer(order_id: int, amount: float) -> str:
+    """Refund an order (held for review; policy rules decide by amount)."""
+    return f"Refunded {amount:g} on order {order_id}"
+
+
 TOOLS = APPOINTMENT_TOOLS
 HELD = {
     "reschedule_appointment": True,
@@ -56,5 +62,11 @@ per_call = create_agent(
 )
 
 plain = create_agent(ScriptedChatModel(), tools=TOOLS)
+
+refunds = create_agent(
+    ScriptedChatModel(),
+    tools=[*TOOLS, refund_customer],
+    middleware=[ReviewMiddleware({"refund_customer": True})],
+)
 
 interactions = create_agent(ScriptedChatModel(), tools=[*TOOLS, ask_reader])

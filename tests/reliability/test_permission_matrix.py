@@ -30,7 +30,16 @@ from django.test import Client
 from django.urls import URLPattern
 
 from nitro_assistants.api import urls as api_urls
-from nitro_assistants.models import ApiKey, Decision, Event, Review, Thread
+from nitro_assistants.models import (
+    ApiKey,
+    Decision,
+    Event,
+    Notification,
+    NotificationPreference,
+    Policy,
+    Review,
+    Thread,
+)
 from nitro_assistants.testing import FakeAssistant, fake_assistants
 from tests.admin.conftest import VIEW_PERMISSIONS, make_tool_review, stamp
 from tests.factories import DecisionFactory, DeliveryFactory, RunFactory
@@ -96,6 +105,14 @@ def build_world() -> World:
         "delivery": delivery.pk,
         "event": event.pk,
         "apikey": api_key.pk,
+        "policy": Policy.objects.create(name="refunds", tool="refund_*").pk,
+        "notification": Notification.objects.create(
+            channel="email", kind="requested", review=tool_review
+        ).pk,
+        # The opener's own: no staff member but a superuser may open it.
+        "notificationpreference": NotificationPreference.objects.create(
+            user=opener, enabled=False
+        ).pk,
     }
     return World(opener, key, api_key, thread, question, tool_review, pks)
 
@@ -283,6 +300,78 @@ def admin_cases() -> list[Case]:
         Case("apikey:object", "<path:object_id>/", "GET", f"{key}/",
              admin_expect(302, nobody=302)),
     ]  # fmt: skip
+    cases += governance_cases()
+    return cases
+
+
+def governance_cases() -> list[Case]:
+    """Policy rules: a plain ModelAdmin for holders of the ``*_policy`` permissions (here only
+    superusers). The notification outbox: read-only, for ``view_notification``. Notification
+    preferences: every staff member their own, a superuser anyone's; nobody deletes one."""
+    cases: list[Case] = []
+    rules = f"{ADMIN}/policy"
+    rule = f"{rules}/{{policy}}"
+    only_root = admin_expect(403, superuser=200)
+    cases += [
+        Case("policy:changelist", "", "GET", f"{rules}/", only_root),
+        Case("policy:add", "add/", "GET", f"{rules}/add/", only_root),
+        Case("policy:add-post", "add/", "POST", f"{rules}/add/", only_root, {}),
+        Case("policy:dry-run", "add/", "POST", f"{rules}/add/", only_root,
+             {"_dry_run": "1", "name": "x", "position": "0", "action": "review",
+              "approvals": "1", "priority": "0", "conditions": "[]"}),
+        Case("policy:history", "<path:object_id>/history/", "GET", f"{rule}/history/", only_root),
+        Case("policy:delete", "<path:object_id>/delete/", "GET", f"{rule}/delete/", only_root),
+        Case("policy:delete-post", "<path:object_id>/delete/", "POST", f"{rule}/delete/",
+             admin_expect(403, superuser=302), {"post": "yes"}),
+        Case("policy:change", "<path:object_id>/change/", "GET", f"{rule}/change/", only_root),
+        Case("policy:change-post", "<path:object_id>/change/", "POST", f"{rule}/change/",
+             only_root, {}),
+        Case("policy:object", "<path:object_id>/", "GET", f"{rule}/",
+             admin_expect(302, nobody=302)),
+    ]  # fmt: skip
+    outbox = f"{ADMIN}/notification"
+    sent = f"{outbox}/{{notification}}"
+    cases += [
+        Case("notification:changelist", "", "GET", f"{outbox}/", only_root),
+        Case("notification:add", "add/", "GET", f"{outbox}/add/", admin_expect(403)),
+        Case("notification:add-post", "add/", "POST", f"{outbox}/add/", admin_expect(403), {}),
+        Case("notification:history", "<path:object_id>/history/", "GET", f"{sent}/history/",
+             only_root),
+        Case("notification:delete", "<path:object_id>/delete/", "GET", f"{sent}/delete/",
+             admin_expect(403)),
+        Case("notification:delete-post", "<path:object_id>/delete/", "POST", f"{sent}/delete/",
+             admin_expect(403), {"post": "yes"}, check="not_deleted"),
+        Case("notification:change", "<path:object_id>/change/", "GET", f"{sent}/change/",
+             only_root),
+        Case("notification:change-post", "<path:object_id>/change/", "POST", f"{sent}/change/",
+             admin_expect(403), {"status": "sent"}),
+        Case("notification:object", "<path:object_id>/", "GET", f"{sent}/",
+             admin_expect(302, nobody=302)),
+    ]  # fmt: skip
+    prefs = f"{ADMIN}/notificationpreference"
+    pref = f"{prefs}/{{notificationpreference}}"
+    every_staff = admin_expect(200, nobody=200, keys=200)
+    # Somebody else's preference is not in one's list: the admin says it does not exist (302).
+    not_theirs = admin_expect(302, superuser=200, nobody=302, keys=302)
+    cases += [
+        Case("notificationpreference:changelist", "", "GET", f"{prefs}/", every_staff),
+        Case("notificationpreference:add", "add/", "GET", f"{prefs}/add/", every_staff),
+        Case("notificationpreference:add-post", "add/", "POST", f"{prefs}/add/",
+             admin_expect(302, nobody=302, keys=302), {}),
+        Case("notificationpreference:history", "<path:object_id>/history/", "GET",
+             f"{pref}/history/", not_theirs),
+        Case("notificationpreference:delete", "<path:object_id>/delete/", "GET",
+             f"{pref}/delete/", admin_expect(403)),
+        Case("notificationpreference:delete-post", "<path:object_id>/delete/", "POST",
+             f"{pref}/delete/", admin_expect(403), {"post": "yes"}, check="not_deleted"),
+        Case("notificationpreference:change", "<path:object_id>/change/", "GET",
+             f"{pref}/change/", not_theirs),
+        Case("notificationpreference:change-post", "<path:object_id>/change/", "POST",
+             f"{pref}/change/", admin_expect(302, nobody=302, keys=302), {"enabled": "on"},
+             check="preference_unchanged_but_by_root"),
+        Case("notificationpreference:object", "<path:object_id>/", "GET", f"{pref}/",
+             admin_expect(302, nobody=302)),
+    ]  # fmt: skip
     return cases
 
 
@@ -429,6 +518,9 @@ def check_outcome(
         assert deleted == (role in KEY_KEEPERS), (case.name, role, deleted)
         audited = Event.objects.filter(verb="api_key_deleted", data__apiKey=world.api_key.pk)
         assert audited.exists() == deleted, (case.name, role)
+    elif case.check == "preference_unchanged_but_by_root":
+        enabled = NotificationPreference.objects.get(pk=world.pks["notificationpreference"]).enabled
+        assert enabled == (role == SUPERUSER), (case.name, role, enabled)
     elif case.check == "not_deleted":
         model = apps.get_model(APP, case.name.partition(":")[0])
         assert model.objects.filter(pk=world.pks[model._meta.model_name]).exists(), case.name

@@ -1,5 +1,5 @@
-"""Seed the demo: an admin login, the appointment the conversations are about, and conversations
-waiting on each kind of review.
+"""Seed the demo: an admin login, the appointment the conversations are about, example policy
+rules (docs/governance.md), and conversations waiting on each kind of review.
 
 Runs go through Celery: eagerly in this process without a broker, or on the demo's worker with
 one. Either way the command waits until each conversation has settled (its review is there, the
@@ -8,16 +8,18 @@ approved replies delivered or failed), so what it prints is what the admin shows
 
 from __future__ import annotations
 
+import datetime
 import secrets
 import time
 from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 
 from nitro_assistants import services
-from nitro_assistants.models import Delivery, Review, Run, Thread
+from nitro_assistants.models import Delivery, Policy, Review, Run, Thread
 from reviewsite.agent import script
 from reviewsite.models import Appointment
 
@@ -47,6 +49,55 @@ def wait_for(what: str, settled: Callable[[], bool], timeout: float) -> None:
         time.sleep(0.2)
 
 
+def example_rules() -> list[Policy]:
+    """Rules that show each kind of handling: approved at once, refused at once, two approvals
+    by a group with a deadline that escalates and then rejects, and a rule on a reply's text.
+    None of them matches the seeded conversations, which wait for one person as before; ask the
+    assistant to move an appointment to Wednesday or Saturday, or to cancel one, to see them."""
+    dispatch, _ = Group.objects.get_or_create(name="Dispatch")
+    managers, _ = Group.objects.get_or_create(name="Managers")
+    rules: list[dict[str, Any]] = [
+        {
+            "name": "Weekend moves are refused",
+            "position": 10,
+            "tool": "reschedule_appointment",
+            "conditions": [{"path": "day", "op": "in", "value": ["Saturday", "Sunday"]}],
+            "action": Policy.Action.AUTO_REJECT,
+            "reason": "We are closed at weekends: offer a weekday instead.",
+        },
+        {
+            "name": "Wednesday moves go through",
+            "position": 20,
+            "tool": "reschedule_appointment",
+            "conditions": [{"path": "day", "op": "eq", "value": "Wednesday"}],
+            "action": Policy.Action.AUTO_APPROVE,
+        },
+        {
+            "name": "Cancellations need two dispatchers",
+            "position": 30,
+            "tool": "cancel_*",
+            "approvals": 2,
+            "group": dispatch,
+            "priority": 5,
+            "deadline": datetime.timedelta(hours=4),
+            "on_deadline": Policy.OnDeadline.ESCALATE,
+            "escalate_to": managers,
+            "escalation_deadline": datetime.timedelta(hours=1),
+            "on_escalation_deadline": Policy.AfterEscalation.REJECT,
+        },
+        {
+            "name": "Replies about refunds need two approvals",
+            "position": 40,
+            "kind": "reply",
+            "conditions": [{"path": "content", "op": "matches", "value": "(?i)refund"}],
+            "approvals": 2,
+        },
+    ]
+    return [
+        Policy.objects.update_or_create(name=rule.pop("name"), defaults=rule)[0] for rule in rules
+    ]
+
+
 class Command(BaseCommand):
     help = "Create the demo admin user and conversations that wait on each kind of review."
 
@@ -72,6 +123,7 @@ class Command(BaseCommand):
         admin.save()
         fields = dict(APPOINTMENT)
         Appointment.objects.update_or_create(pk=fields.pop("pk"), defaults=fields)
+        rules = example_rules()
 
         def converse(text: str) -> Run:
             return services.start_run(ASSISTANT, [{"role": "user", "content": text}], user=admin)
@@ -112,4 +164,5 @@ class Command(BaseCommand):
         outcomes = sorted(Delivery.objects.values_list("status", flat=True))
         self.stdout.write(f"seeded: {len(kinds)} pending reviews ({', '.join(kinds)})")
         self.stdout.write(f"deliveries: {', '.join(outcomes)}")
+        self.stdout.write(f"policy rules: {', '.join(rule.name for rule in rules)}")
         self.stdout.write(f"login: {admin.get_username()} / {password}")

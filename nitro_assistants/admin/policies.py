@@ -1,0 +1,362 @@
+"""Policy rules in the admin (staff with the ``add/change/delete_policy`` permissions edit them),
+with a dry run of a rule being edited against the last reviews before it is saved; and the
+review queue's governance columns (approvals, deadline) and filter (overdue)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.contrib.admin import helpers
+from django.contrib.admin.options import IS_POPUP_VAR, TO_FIELD_VAR
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
+
+from nitro_assistants import policies, rules
+from nitro_assistants.models import Approval, Decision, Policy, Review, ReviewHandling
+from nitro_assistants.services.policies import approval_count, waiting_for
+
+#: How many of the latest tool-call and reply reviews a dry run looks at (``?last=`` changes it).
+DRY_RUN_DEFAULT, DRY_RUN_MAX = 200, 2000
+
+
+class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
+    """Refuses a rule the matcher could not use, with the error on the field at fault."""
+
+    conditions = forms.JSONField(
+        required=False,
+        initial=list,
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 80, "class": "vLargeTextField"}),
+        help_text=Policy._meta.get_field("conditions").help_text,
+    )
+
+    class Meta:
+        model = Policy
+        fields = [
+            "name",
+            "position",
+            "enabled",
+            "assistant",
+            "kind",
+            "tool",
+            "conditions",
+            "action",
+            "reason",
+            "approvals",
+            "group",
+            "priority",
+            "deadline",
+            "on_deadline",
+            "escalate_to",
+            "escalation_deadline",
+            "on_escalation_deadline",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        rule = Policy(**{k: v for k, v in data.items() if k in _FIELDS})
+        rule.conditions = data.get("conditions") or []
+        try:
+            rule.compiled()
+        except policies.PolicyError as exc:
+            field = exc.field if exc.field in self.fields else None
+            self.add_error(field, str(exc))
+        return data
+
+
+_FIELDS = {f.name for f in Policy._meta.get_fields() if getattr(f, "concrete", False)}
+
+
+def would_match(rule: policies.Rule, review: Review) -> bool:
+    """Whether ``rule`` alone (whatever comes before it) matches any of ``review``'s calls."""
+    assistant = review.thread.assistant_key
+    if review.kind == rules.REPLY:
+        content = str((review.reply or {}).get("content") or "")
+        return rule.matches(assistant, review.kind, "", {"content": content})
+    return any(
+        rule.matches(assistant, review.kind, str(call.get("name") or ""), call.get("args") or {})
+        for call in review.tool_calls
+    )
+
+
+@admin.register(Policy)
+class PolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    form = PolicyForm
+    list_display = [
+        "name",
+        "position",
+        "enabled",
+        "action",
+        "tool",
+        "assistant",
+        "approvals",
+        "group",
+        "deadline",
+        "on_deadline",
+        "version",
+    ]
+    list_editable = ["position", "enabled"]
+    list_filter = ["enabled", "action", "kind"]
+    search_fields = ["name", "tool", "assistant"]
+    ordering = ["position", "pk"]
+    readonly_fields = ["version", "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["name", "position", "enabled"]}),
+        (gettext_lazy("What it matches"), {"fields": ["assistant", "kind", "tool", "conditions"]}),
+        (
+            gettext_lazy("What it does"),
+            {"fields": ["action", "reason", "approvals", "group", "priority"]},
+        ),
+        (
+            gettext_lazy("Deadline"),
+            {
+                "fields": [
+                    "deadline",
+                    "on_deadline",
+                    "escalate_to",
+                    "escalation_deadline",
+                    "on_escalation_deadline",
+                ]
+            },
+        ),
+        (None, {"fields": ["version", "updated_at"]}),
+    ]
+    change_form_template = "admin/nitro_assistants/policy/change_form.html"
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        if request.method == "POST" and "_dry_run" in request.POST:
+            return self.dry_run_view(request, object_id, form_url)
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def dry_run_view(
+        self, request: HttpRequest, object_id: str | None, form_url: str
+    ) -> HttpResponse:
+        """The posted rule, not saved, against the last reviews: which it would have matched."""
+        obj = self.get_object(request, object_id) if object_id else None
+        if object_id and obj is None:
+            raise Http404(_("No such record."))
+        allowed = (
+            self.has_change_permission(request, obj) if obj else self.has_add_permission(request)
+        )
+        if not allowed:
+            raise PermissionDenied
+        form_class = self.get_form(request, obj, change=obj is not None)
+        form = form_class(request.POST, request.FILES, instance=obj)
+        matched: list[dict[str, Any]] | None = None
+        last = _last(request)
+        looked_at = 0
+        if form.is_valid():
+            rule = form.save(commit=False).compiled()
+            reviews = list(
+                Review.objects.filter(kind__in=rules.REVIEW_KINDS)
+                .select_related("thread", "handling")
+                .defer("thread__values", "thread__context")
+                .order_by("-pk")[:last]
+            )
+            looked_at = len(reviews)
+            screen = reverse(f"{self.admin_site.name}:nitro_assistants_review_changelist")
+            matched = [
+                _described(review, f"{screen}{review.pk}/review/")
+                for review in reviews
+                if would_match(rule, review)
+            ]
+        fieldsets: Any = list(self.get_fieldsets(request, obj))
+        admin_form = helpers.AdminForm(
+            form,
+            fieldsets,
+            self.get_prepopulated_fields(request, obj),
+            self.get_readonly_fields(request, obj),
+            model_admin=self,
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": (_("Change %s") if obj else _("Add %s")) % self.opts.verbose_name,
+            "subtitle": str(obj) if obj else None,
+            "adminform": admin_form,
+            "object_id": object_id,
+            "original": obj,
+            "is_popup": IS_POPUP_VAR in request.POST or IS_POPUP_VAR in request.GET,
+            "to_field": request.POST.get(TO_FIELD_VAR, request.GET.get(TO_FIELD_VAR)),
+            "media": self.media + admin_form.media,
+            "inline_admin_formsets": [],
+            "errors": helpers.AdminErrorList(form, []),
+            "preserved_filters": self.get_preserved_filters(request),
+            "dry_run": {"matched": matched, "looked_at": looked_at, "last": last},
+        }
+        return self.render_change_form(
+            request, context, add=obj is None, change=obj is not None, obj=obj, form_url=form_url
+        )
+
+
+def _last(request: HttpRequest) -> int:
+    raw = str(request.POST.get("_dry_run_last") or request.GET.get("last") or "")
+    return min(int(raw), DRY_RUN_MAX) if raw.isdigit() and int(raw) > 0 else DRY_RUN_DEFAULT
+
+
+def _described(review: Review, url: str) -> dict[str, Any]:
+    try:
+        handled = review.handling.rule.get("rule_name") or ""
+    except ReviewHandling.DoesNotExist:
+        handled = ""
+    if review.kind == rules.REPLY:
+        what = str((review.reply or {}).get("content") or "")[:120]
+    else:
+        what = "; ".join(
+            f"{call.get('name')}({json.dumps(call.get('args') or {}, ensure_ascii=False)[:100]})"
+            for call in review.tool_calls
+        )
+    return {
+        "review": review,
+        "what": what,
+        "handled_by": handled,
+        "url": url,
+    }
+
+
+# -- the review queue: approvals and deadlines -------------------------------------------------
+
+
+class OverdueFilter(admin.SimpleListFilter):
+    """Reviews by deadline: overdue, due within the hour, with a deadline, with none."""
+
+    title = gettext_lazy("deadline")
+    parameter_name = "deadline"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [
+            ("overdue", gettext_lazy("overdue")),
+            ("soon", gettext_lazy("due within 1 hour")),
+            ("any", gettext_lazy("has a deadline")),
+            ("none", gettext_lazy("no deadline")),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        now = timezone.now()
+        value = self.value()
+        if value == "overdue":
+            return queryset.filter(handling__due_at__lte=now)
+        if value == "soon":
+            return queryset.filter(
+                handling__due_at__gt=now, handling__due_at__lte=now + datetime.timedelta(hours=1)
+            )
+        if value == "any":
+            return queryset.filter(handling__due_at__isnull=False)
+        if value == "none":
+            return queryset.filter(handling__due_at__isnull=True)
+        return queryset
+
+
+class GovernanceColumns:
+    """Columns of the review queue for reviews a policy rule handles (one query for the page:
+    the handling is joined, the approvals counted in a subquery)."""
+
+    governance_list_display = ("approvals", "due")
+
+    @staticmethod
+    def with_governance(queryset: QuerySet[Review]) -> QuerySet[Review]:
+        return queryset.select_related("handling", "handling__group").annotate(
+            approvals_counted=approval_count()
+        )
+
+    @staticmethod
+    def _handling(obj: Review) -> ReviewHandling | None:
+        try:
+            return obj.handling
+        except ReviewHandling.DoesNotExist:
+            return None
+
+    @admin.display(description=gettext_lazy("approvals"), ordering="-handling__priority")
+    def approvals(self, obj: Review) -> str:
+        row = self._handling(obj)
+        if row is None or row.action != policies.REVIEW:
+            return "—"
+        if row.approvals_required <= 1 and row.group_id is None:
+            return "—"
+        count = getattr(obj, "approvals_counted", None) or 0
+        if obj.status != Review.Status.PENDING:
+            return f"{count} of {row.approvals_required}"
+        return policies.progress(count, row.approvals_required, row.group.name if row.group else "")
+
+    @admin.display(description=gettext_lazy("due"), ordering="handling__due_at")
+    def due(self, obj: Review) -> str:
+        row = self._handling(obj)
+        if row is None or row.due_at is None:
+            return "—"
+        left = row.due_at - timezone.now()
+        if obj.status != Review.Status.PENDING:
+            return format_html('<span title="{}">{}</span>', row.due_at.isoformat(), "—")
+        if left.total_seconds() <= 0:
+            return format_html(
+                '<span class="nitro-badge nitro-bad nitro-overdue" title="{}">{}</span>',
+                row.due_at.isoformat(),
+                _("overdue"),
+            )
+        hours = int(left.total_seconds() // 3600)
+        minutes = int(left.total_seconds() % 3600 // 60)
+        text = _("in %(h)d h %(m)d min") % {"h": hours, "m": minutes}
+        return format_html('<span title="{}">{}</span>', row.due_at.isoformat(), text)
+
+
+def governance_context(review: Review) -> dict[str, Any]:
+    """What the review screen shows of the policy handling ``review``."""
+    try:
+        row = review.handling
+    except ReviewHandling.DoesNotExist:
+        return {"governance": None}
+    handling = row.handling
+    return {
+        "governance": {
+            "rule": handling.rule_name,
+            "version": handling.rule_version,
+            "action": handling.action,
+            "progress": waiting_for(review),
+            "due_at": row.due_at,
+            "overdue": bool(
+                row.due_at and row.due_at <= timezone.now() and review.status == "pending"
+            ),
+            "stage": row.get_stage_display(),
+            "priority": row.priority,
+            "approvals": [
+                {"user": a.user.get_username(), "at": a.at, "revision": a.revision}
+                for a in review.approvals.select_related("user").order_by("at", "pk")
+            ],
+        }
+    }
+
+
+def recorded_message(review: Review, recorded: Decision | Approval) -> str:
+    """What the reviewer is told once their decision is in: recorded, or their approval counted
+    and who else is awaited."""
+    if isinstance(recorded, Approval):
+        review.refresh_from_db(fields=["revision", "digest"])
+        return _("Your approval of review #%(pk)s is recorded: %(progress)s.") % {
+            "pk": review.pk,
+            "progress": waiting_for(review),
+        }
+    return _("Decision recorded on review #%(pk)s.") % {"pk": review.pk}
+
+
+def quorum_message(count: int) -> str:
+    """A bulk action's report of approvals that count toward a quorum without completing it."""
+    return ngettext(
+        "%(count)d approval counted on a review that needs more before it is applied.",
+        "%(count)d approvals counted on reviews that need more before they are applied.",
+        count,
+    ) % {"count": count}

@@ -1,0 +1,224 @@
+"""Decisions no person makes: a policy rule's (``auto_approve``/``auto_reject``, enqueued when the
+review is mirrored) and a passed deadline's (the beat task ``nitro_assistants.sweep_deadlines``).
+Both go through :func:`nitro_assistants.services.decide`, recorded like any other decision, with
+the rule named in the decision (``reviewer_id`` ``policy:<rule>`` / ``deadline:<rule>``) and in a
+``review_auto_decided`` audit event carrying the rule's name, id and version."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from nitro_assistants import policies, rules, signals
+from nitro_assistants.conf import app_settings
+from nitro_assistants.exceptions import ThreadResumptionError
+from nitro_assistants.models import Decision, Notification, Review, ReviewHandling
+from nitro_assistants.services import notifications
+from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
+from nitro_assistants.services.policies import PolicyActor
+from nitro_assistants.services.reviews import decide
+
+logger = logging.getLogger("nitro_assistants")
+
+
+def _rule_data(handling: policies.Handling) -> dict[str, Any]:
+    return {
+        "rule": handling.rule_name,
+        "rule_id": handling.rule_id,
+        "rule_version": handling.rule_version,
+    }
+
+
+def _decide_as(review: Review, by: str, handling: policies.Handling, verdict: str) -> Decision:
+    """Record ``verdict`` (approve / reject everything) on ``review`` as the rule (lock held)."""
+    label = f"policy rule {handling.rule_name!r} v{handling.rule_version}"
+    if by == "deadline":
+        label = f"the deadline of {label}"
+    if verdict == policies.APPROVE:
+        body = {
+            **rules.approve_everything(review.kind, review.tool_calls),
+            "note": f"Approved by {label}",
+        }
+    else:
+        reason = handling.reason or f"Rejected by {label}"
+        body = rules.reject_everything(review.kind, review.tool_calls, reason)
+    record = decide(review, PolicyActor(by, handling), body)
+    assert isinstance(record, Decision)
+    rule = handling.as_dict()
+    record_event(
+        review.thread,
+        "review_auto_decided",
+        review=review,
+        by=by,
+        verdict=verdict,
+        decision=record.pk,
+        **_rule_data(handling),
+    )
+    send_on_commit(
+        signals.review_auto_decided, Review, review=review, decision=record, by=by, rule=rule
+    )
+    return record
+
+
+def apply_policy(review: Review | int) -> Decision | None:
+    """Decide a review its rule approves or rejects at once; None when there is nothing to do
+    (decided by someone meanwhile, superseded, or the rule reviews). Safe to run twice."""
+    pk = review.pk if isinstance(review, Review) else review
+    with transaction.atomic():
+        locked = (
+            Review.objects.select_for_update(of=("self",))
+            .select_related("thread", "handling")
+            .filter(pk=pk)
+            .first()
+        )
+        if locked is None or locked.status != rules.PENDING:
+            return None
+        try:
+            row = locked.handling
+        except ReviewHandling.DoesNotExist:
+            return None
+        handling = row.handling
+        if handling.action == policies.AUTO_APPROVE:
+            return _decide_as(locked, "policy", handling, policies.APPROVE)
+        if handling.action == policies.AUTO_REJECT:
+            return _decide_as(locked, "policy", handling, policies.REJECT)
+        return None
+
+
+# -- deadlines ------------------------------------------------------------------------------------
+
+
+def _seconds(value: float | None, now: datetime.datetime) -> datetime.datetime | None:
+    return now + datetime.timedelta(seconds=value) if value is not None else None
+
+
+_DUE_STAGES = (ReviewHandling.Stage.WAITING, ReviewHandling.Stage.ESCALATED)
+
+
+def _apply(review: Review, row: ReviewHandling, now: datetime.datetime) -> str:
+    """Apply the passed deadline of ``review`` (its row lock held). ``row`` is saved by the
+    caller unless a decision was recorded (then it is saved here, before the decision)."""
+    handling = row.handling
+    review.handling = row
+    action = (
+        handling.on_deadline
+        if row.stage == ReviewHandling.Stage.WAITING
+        else handling.on_escalation_deadline
+    )
+    if action == policies.ESCALATE:
+        row.stage = ReviewHandling.Stage.ESCALATED
+        row.group_id = handling.escalate_to_id
+        row.priority = row.priority + 1
+        row.escalated_at = now
+        row.due_at = _seconds(handling.escalation_deadline, now)
+        if row.due_at is None:  # nothing more happens: flag it overdue from here on
+            row.stage, row.due_at = ReviewHandling.Stage.DONE, now
+        record_event(
+            review.thread,
+            "review_escalated",
+            review=review,
+            group=handling.escalate_to,
+            priority=row.priority,
+            **_rule_data(handling),
+        )
+        send_on_commit(
+            signals.review_escalated,
+            Review,
+            review=review,
+            group=row.group,
+            rule=handling.as_dict(),
+        )
+        return "escalated"
+    row.stage = ReviewHandling.Stage.DONE
+    if action in (policies.APPROVE, policies.REJECT):
+        row.save(update_fields=["stage"])
+        try:
+            with transaction.atomic():
+                _decide_as(review, "deadline", handling, action)
+        except ThreadResumptionError as exc:  # e.g. a call that does not allow approval
+            record_event(
+                review.thread,
+                "deadline_failed",
+                review=review,
+                error=str(exc),
+                **_rule_data(handling),
+            )
+            logger.error("The deadline of review %s could not be applied: %s", review.pk, exc)
+            return "failed"
+        return "approved" if action == policies.APPROVE else "rejected"
+    record_event(review.thread, "review_overdue", review=review, **_rule_data(handling))
+    transaction.on_commit(
+        lambda: notifications.notify(Notification.Kind.OVERDUE, review=review), robust=True
+    )
+    return "overdue"
+
+
+def _due(now: datetime.datetime) -> Any:
+    return ReviewHandling.objects.filter(
+        due_at__lte=now, stage__in=_DUE_STAGES, review__status=rules.PENDING
+    )
+
+
+def apply_deadlines(pks: list[int], now: datetime.datetime) -> dict[str, int]:
+    """Apply the passed deadlines of the reviews ``pks``, in one transaction: each review is
+    locked (one another sweep holds is skipped, not waited for) and its deadline read again
+    under the lock, so it is applied exactly once. Returns a count per outcome."""
+    counts: dict[str, int] = {}
+    with transaction.atomic(), events_batched():
+        locked = {
+            review.pk: review
+            for review in Review.objects.select_for_update(of=("self",), skip_locked=True)
+            .select_related("thread")
+            .filter(pk__in=pks, status=rules.PENDING)
+        }
+        rows = list(
+            ReviewHandling.objects.select_related("group")
+            .filter(review_id__in=list(locked), due_at__lte=now, stage__in=_DUE_STAGES)
+            .order_by("due_at")
+        )
+        changed = []
+        for row in rows:
+            done = _apply(locked[row.review_id], row, now)
+            counts[done] = counts.get(done, 0) + 1
+            if done in ("escalated", "overdue"):
+                changed.append(row)
+        ReviewHandling.objects.bulk_update(
+            changed, ["stage", "group", "priority", "escalated_at", "due_at"]
+        )
+    return counts
+
+
+def apply_deadline(review: Review | int, *, now: datetime.datetime | None = None) -> str:
+    """Apply one review's passed deadline (see :func:`apply_deadlines`): ``"escalated"``,
+    ``"approved"``, ``"rejected"``, ``"overdue"``, ``"failed"``, or ``""`` when nothing was due
+    (another sweep took it, someone decided it)."""
+    pk = review.pk if isinstance(review, Review) else review
+    counts = apply_deadlines([pk], now or timezone.now())
+    return next(iter(counts), "")
+
+
+def due_reviews(now: datetime.datetime, limit: int) -> list[int]:
+    """Pending reviews whose deadline has passed and is not applied yet, soonest first."""
+    return list(_due(now).order_by("due_at").values_list("review_id", flat=True)[:limit])
+
+
+def sweep_deadlines(*, now: datetime.datetime | None = None) -> dict[str, int]:
+    """Apply every passed deadline, ``DEADLINE_BATCH_SIZE`` reviews per transaction, each
+    exactly once even with two sweeps running at once. Returns a count per outcome."""
+    now = now or timezone.now()
+    counts: dict[str, int] = {}
+    seen: set[int] = set()
+    while True:
+        pks = [pk for pk in due_reviews(now, app_settings.DEADLINE_BATCH_SIZE) if pk not in seen]
+        if not pks:
+            return counts
+        seen.update(pks)  # a review another sweep holds is not tried again in this one
+        for done, n in apply_deadlines(pks, now).items():
+            counts[done] = counts.get(done, 0) + n
+
+
+__all__ = ["apply_deadline", "apply_deadlines", "apply_policy", "due_reviews", "sweep_deadlines"]

@@ -1,0 +1,409 @@
+"""Review policies at work: which rule handles a review (when it is mirrored, and again on every
+edit), and the quorum gate every decision by a person passes through.
+
+The matching itself is pure (:mod:`nitro_assistants.policies`); this module loads the enabled
+rules (compiled once per change of the rules), records the handling a rule gave a review, and
+counts approvals. It sits below :mod:`.mirror` and :mod:`.reviews`, which call it; decisions a
+policy or a deadline makes are recorded by :mod:`.governance` through ``services.decide``.
+
+Quorum, as documented in docs/governance.md:
+
+- a review whose rule asks for N approvals is applied when N distinct eligible people approved
+  the same content (its digest); the same person never counts twice (their second approval is
+  the first one, returned again);
+- a rejection (every held call rejected or answered, or the reply rejected) ends it at once;
+  a decision that approves some calls and rejects others is refused on a quorum review;
+- an edit records a new version of the content (revision + 1, a new digest): approvals of the
+  old content no longer count, the editor's counts as the first of the new one, and the rules
+  are evaluated on the edited content: a stricter rule's handling replaces the current one,
+  a looser one never does;
+- with ``SEPARATE_DUTIES`` (``"quorum"`` by default) the person who opened the conversation or
+  started the run may not approve on a quorum review (``"always"``: on every review).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db.models import Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
+from django.utils import timezone
+
+from nitro_assistants import policies, rules
+from nitro_assistants.conf import app_settings
+from nitro_assistants.exceptions import InteractionDecisionError, PolicyForbiddenError
+from nitro_assistants.models import Approval, Policy, Review, ReviewHandling
+from nitro_assistants.services.audit import record_event
+from nitro_assistants.services.enqueue import enqueue
+
+_cache_lock = threading.Lock()
+_cache: dict[str, Any] = {"stamp": None, "rules": policies.RuleSet(())}
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyActor:
+    """Who decided when no person did: a policy rule at mirror time (``by="policy"``) or a
+    deadline passing (``by="deadline"``). Not a user: nothing is recorded as ``decided_by``;
+    the decision's ``reviewer_id`` names the rule (``policy:<name>``, ``deadline:<name>``)."""
+
+    by: str
+    handling: policies.Handling
+    pk: None = None
+    is_authenticated: bool = False
+
+    @property
+    def reviewer_id(self) -> str:
+        return f"{self.by}:{self.handling.rule_name or self.handling.rule_id}"
+
+    def get_username(self) -> str:
+        return self.reviewer_id
+
+
+# -- the rules ----------------------------------------------------------------------------------
+
+
+def ruleset() -> policies.RuleSet:
+    """The enabled rules, compiled; compiled again only when a rule was added, changed or
+    removed (one aggregate query tells)."""
+    enabled = Policy.objects.filter(enabled=True)
+    stamp = tuple(enabled.aggregate(n=Count("pk"), at=Max("updated_at"), v=Max("version")).values())
+    if _cache["stamp"] == stamp:
+        return _cache["rules"]  # type: ignore[no-any-return]
+    rows = list(enabled.select_related("group", "escalate_to"))
+    compiled = policies.RuleSet(row.compiled() for row in rows)
+    with _cache_lock:
+        _cache["stamp"], _cache["rules"] = stamp, compiled
+    return compiled
+
+
+def evaluate(
+    review: Review,
+    *,
+    tool_calls: Sequence[Mapping[str, Any]] | None = None,
+    reply: Mapping[str, Any] | None = None,
+    rule_set: policies.RuleSet | None = None,
+) -> policies.Handling:
+    """The handling the rules give ``review`` (or the content given instead of its own)."""
+    if review.kind not in rules.REVIEW_KINDS:
+        return policies.DEFAULT
+    found = rule_set if rule_set is not None else ruleset()
+    if not len(found):
+        return policies.DEFAULT
+    return found.handling(
+        review.thread.assistant_key,
+        review.kind,
+        tool_calls=review.tool_calls if tool_calls is None else tool_calls,
+        reply=review.reply if reply is None else reply,
+    )
+
+
+def handling_of(review: Review) -> policies.Handling:
+    try:
+        return review.handling.handling
+    except ReviewHandling.DoesNotExist:
+        return policies.DEFAULT
+
+
+def _due(start: datetime.datetime, seconds: float | None) -> datetime.datetime | None:
+    return start + datetime.timedelta(seconds=seconds) if seconds is not None else None
+
+
+def give_handling(
+    review: Review, handling: policies.Handling, *, actor: Any = None, why: str = "mirrored"
+) -> ReviewHandling | None:
+    """Record that ``handling`` applies to ``review`` (the review's lock held, or a review just
+    created); an auto-decision is enqueued (``nitro_assistants.apply_policy``) after commit."""
+    if handling.rule_id is None:
+        return None
+    now = timezone.now()
+    row, _ = ReviewHandling.objects.update_or_create(
+        review=review,
+        defaults={
+            "policy_id": handling.rule_id,
+            "rule": handling.as_dict(),
+            "action": handling.action,
+            "approvals_required": handling.approvals,
+            "group_id": handling.group_id,
+            "priority": handling.priority,
+            "due_at": _due(now, handling.deadline),
+            "stage": ReviewHandling.Stage.WAITING,
+            "escalated_at": None,
+        },
+    )
+    review.handling = row
+    record_event(
+        review.thread,
+        "policy_matched",
+        review=review,
+        actor=actor,
+        rule=handling.rule_name,
+        rule_id=handling.rule_id,
+        rule_version=handling.rule_version,
+        action=handling.action,
+        approvals=handling.approvals,
+        group=handling.group,
+        why=why,
+    )
+    if handling.action in (policies.AUTO_APPROVE, policies.AUTO_REJECT):
+        enqueue("nitro_assistants.apply_policy", review.pk)
+    return row
+
+
+def review_mirrored(review: Review) -> ReviewHandling | None:
+    """A review was just mirrored: the rules decide how it is handled."""
+    return give_handling(review, evaluate(review))
+
+
+# -- who may approve, and the quorum -----------------------------------------------------------
+
+
+def _person(user: Any) -> bool:
+    return bool(getattr(user, "pk", None)) and bool(getattr(user, "is_authenticated", False))
+
+
+def in_group(user: Any, group_id: int | None) -> bool:
+    if group_id is None or getattr(user, "is_superuser", False):
+        return True
+    return bool(user.groups.filter(pk=group_id).exists())
+
+
+def separated(review: Review, required: int) -> bool:
+    """Whether the run's starter and the conversation's opener are kept from approving."""
+    setting = app_settings.SEPARATE_DUTIES
+    return setting == "always" or (setting == "quorum" and required > 1)
+
+
+def own_action(user: Any, review: Review) -> bool:
+    """Whether ``user`` opened the conversation or started the run ``review`` paused."""
+    starters = {review.thread.opened_by_id}
+    if review.run_id is not None and review.run is not None:
+        starters.add(review.run.requested_by_id)
+    return user.pk in starters
+
+
+def counted_approvals() -> QuerySet[Approval]:
+    """Approvals that count: of their review's content as it is now, by people of the review's
+    group when it has one (after an escalation, the new group's) or superusers. Filter it by
+    review; count distinct users (a superuser in several groups is joined once per group)."""
+    return Approval.objects.filter(digest=F("review__digest")).filter(
+        Q(review__handling__group__isnull=True)
+        | Q(user__is_superuser=True)
+        | Q(user__groups=F("review__handling__group"))
+    )
+
+
+def approval_count() -> Subquery:
+    """The number of approvals that count, as a subquery on the review queue's rows."""
+    return Subquery(
+        counted_approvals()
+        .filter(review=OuterRef("pk"))
+        .values("review")
+        .annotate(n=Count("user", distinct=True))
+        .values("n")[:1],
+        output_field=IntegerField(),
+    )
+
+
+def _counted(review: Review) -> QuerySet[Approval]:
+    # One approval per person and content (a constraint): the subquery only drops duplicates.
+    return Approval.objects.filter(pk__in=counted_approvals().filter(review=review).values("pk"))
+
+
+def approved_by(review: Review) -> list[Approval]:
+    """The approvals that count, oldest first."""
+    return list(_counted(review).select_related("user").order_by("at", "pk"))
+
+
+def waiting_for(review: Review) -> str:
+    """``"1 of 2 approvals · waiting for someone in Finance"``; blank when one approval is all a
+    review needs."""
+    try:
+        row = review.handling
+    except ReviewHandling.DoesNotExist:
+        return ""
+    if row.approvals_required <= 1 and row.group_id is None:
+        return ""
+    count = _counted(review).count()
+    return policies.progress(count, row.approvals_required, row.group.name if row.group else "")
+
+
+def _actions(cleaned: Mapping[str, Any]) -> list[str]:
+    if cleaned.get("reply"):
+        return [str(cleaned["reply"]["action"])]
+    return [str(item["action"]) for item in cleaned.get("tool_calls") or []]
+
+
+RUNS = frozenset({"approve", "edit"})
+
+
+def _original(review: Review) -> dict[str, Any]:
+    """What the assistant held before any quorum edit (what the server will be told about)."""
+    kept = review.payload.get("original")
+    if isinstance(kept, dict):
+        return kept
+    return {"tool_calls": review.tool_calls, "reply": review.reply}
+
+
+def _edited_content(review: Review, cleaned: Mapping[str, Any]) -> dict[str, Any]:
+    """The review's content with the edits of ``cleaned`` written in."""
+    if cleaned.get("reply"):
+        reply = dict(review.reply or {})
+        if cleaned["reply"]["action"] == "edit":
+            reply["content"] = cleaned["reply"]["content"]
+        return {"tool_calls": review.tool_calls, "reply": reply}
+    by_id = {str(item["id"]): item for item in cleaned.get("tool_calls") or []}
+    calls = []
+    for call in review.tool_calls:
+        item = by_id.get(str(call.get("id")), {})
+        calls.append(
+            {**call, "args": dict(item["args"])} if item.get("action") == "edit" else dict(call)
+        )
+    return {"tool_calls": calls, "reply": review.reply}
+
+
+def final_decision(review: Review, note: str) -> dict[str, Any]:
+    """The decision sent once quorum is reached: each call approved as the assistant held it, or
+    edited to the content the approvers approved."""
+    original = _original(review)
+    if review.kind == rules.REPLY:
+        content = (review.reply or {}).get("content")
+        if content != (original.get("reply") or {}).get("content"):
+            return {
+                "reply": {"action": "edit", "content": content},
+                "tool_calls": None,
+                "note": note,
+            }
+        return {"reply": {"action": "approve"}, "tool_calls": None, "note": note}
+    held = {str(c.get("id")): c for c in original.get("tool_calls") or []}
+    items = []
+    for call in review.tool_calls:
+        before = held.get(str(call.get("id")), call)
+        if call.get("args") != before.get("args"):
+            items.append({"id": call["id"], "action": "edit", "args": dict(call["args"])})
+        else:
+            items.append({"id": call["id"], "action": "approve"})
+    return {"reply": None, "tool_calls": items, "note": note}
+
+
+@dataclasses.dataclass
+class Gate:
+    """What :func:`gate` lets through: a decision to record now (``decision``, by ``actor``
+    when not the person), or an ``approval`` that waits for others."""
+
+    decision: dict[str, Any] | None = None
+    actor: Any = None
+    approval: Approval | None = None
+
+
+def _rewrite(review: Review, content: Mapping[str, Any], user: Any) -> None:
+    """Store edited content as the review's new version (revision + 1, its digest)."""
+    payload = {**review.payload, "original": _original(review), **content}
+    review.payload = payload
+    review.revision += 1
+    review.digest = rules.review_digest(review.kind, payload)
+    review.save(update_fields=["payload", "revision", "digest"])
+    record_event(
+        review.thread,
+        "review_edited",
+        review=review,
+        actor=user,
+        revision=review.revision,
+        digest=review.digest,
+    )
+
+
+def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gate:
+    """Apply the review's handling to a person's decision (the review's row lock held).
+
+    Code that is not a person (a policy, a deadline, the host project's own code with no user)
+    passes through: it brings its own authority. Raises ``PolicyForbiddenError`` (not in the
+    rule's group; one's own assistant's action) and ``InteractionDecisionError`` (a mixed
+    decision on a quorum review)."""
+    if not _person(user) or review.kind not in rules.REVIEW_KINDS:
+        return Gate(decision=dict(cleaned))
+    try:
+        row: ReviewHandling | None = review.handling
+    except ReviewHandling.DoesNotExist:
+        row = None
+    current = row.handling if row is not None else policies.DEFAULT
+    required = row.approvals_required if row is not None else 1
+    group_id = row.group_id if row is not None else None
+    if via is not None and not in_group(user, group_id):
+        name = row.group.name if row is not None and row.group else ""
+        raise PolicyForbiddenError(f"Only members of {name} may decide this review")
+    actions = _actions(cleaned)
+    runs = [a for a in actions if a in RUNS]
+    if not runs:  # a rejection ends it, whatever the quorum
+        return Gate(decision=dict(cleaned))
+    if separated(review, required) and own_action(user, review):
+        raise PolicyForbiddenError(
+            "You started this conversation: someone else must approve its assistant's actions"
+        )
+    if len(runs) != len(actions) and required > 1:
+        raise InteractionDecisionError(
+            f"This review needs {required} approvals: approve (or edit) every call, or reject "
+            "them all",
+            field="tool_calls",
+        )
+    edited = "edit" in runs
+    if edited:
+        content = _edited_content(review, cleaned)
+        after = policies.stricter(
+            current,
+            evaluate(review, tool_calls=content["tool_calls"], reply=content["reply"]),
+        )
+        if after is not current:
+            if after.action == policies.AUTO_REJECT:
+                give_handling(review, after, actor=user, why="edited")
+                actor = PolicyActor("policy", after)
+                reason = after.reason or f"Rejected by policy rule {after.rule_name}"
+                decision = rules.reject_everything(review.kind, review.tool_calls, reason)
+                return Gate(decision={"reply": None, "tool_calls": None, **decision}, actor=actor)
+            give_handling(review, after, actor=user, why="edited")
+            required = after.approvals
+        if required <= 1:
+            return Gate(decision=dict(cleaned))
+        _rewrite(review, content, user)
+    elif required <= 1:
+        return Gate(decision=dict(cleaned))
+    approval, created = Approval.objects.get_or_create(
+        review=review,
+        user=user,
+        digest=review.digest,
+        defaults={"revision": review.revision, "edited": edited, "at": timezone.now()},
+    )
+    if not created:  # the same person never counts twice
+        return Gate(approval=approval)
+    counted = approved_by(review)
+    record_event(
+        review.thread,
+        "review_approved",
+        review=review,
+        actor=user,
+        revision=review.revision,
+        approvals=len(counted),
+        required=required,
+    )
+    if len(counted) < required:
+        return Gate(approval=approval)
+    names = ", ".join(a.user.get_username() for a in counted)
+    note = str(cleaned.get("note") or "").strip()
+    note = f"{note}\n\nApproved by {names}".strip() if note else f"Approved by {names}"
+    return Gate(decision=final_decision(review, note[: rules.MAX_NOTE]))
+
+
+__all__ = [
+    "Gate",
+    "PolicyActor",
+    "approved_by",
+    "evaluate",
+    "gate",
+    "give_handling",
+    "handling_of",
+    "review_mirrored",
+    "ruleset",
+    "waiting_for",
+]

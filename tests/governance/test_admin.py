@@ -1,0 +1,250 @@
+"""Policy rules in the admin (field errors, permission, dry run) and the queue and review screen
+showing approvals and deadlines."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from nitro_assistants.models import Approval, Policy, Review, ReviewHandling
+from tests.governance.conftest import approve, mirrored, reviewer
+
+pytestmark = pytest.mark.django_db
+
+ADD = "/admin/nitro_assistants/policy/add/"
+
+
+def rule_form(**fields: Any) -> dict[str, Any]:
+    return {
+        "name": "large refunds",
+        "position": "10",
+        "enabled": "on",
+        "assistant": "",
+        "kind": "",
+        "tool": "refund_*",
+        "conditions": '[{"path": "amount", "op": "gt", "value": 100}]',
+        "action": "review",
+        "reason": "",
+        "approvals": "2",
+        "group": "",
+        "priority": "0",
+        "deadline": "",
+        "on_deadline": "",
+        "escalate_to": "",
+        "escalation_deadline": "",
+        "on_escalation_deadline": "",
+        **fields,
+    }
+
+
+@pytest.fixture
+def editor() -> Client:
+    user = User.objects.create_user("editor", password="pw", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            codename__in=["add_policy", "change_policy", "view_policy", "delete_policy"]
+        )
+    )
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_a_rule_is_saved_and_each_change_is_a_new_version(editor: Client) -> None:
+    response = editor.post(ADD, rule_form())
+    assert response.status_code == 302, response.content.decode()[:2000]
+    rule = Policy.objects.get()
+    assert rule.conditions == [{"path": "amount", "op": "gt", "value": 100}]
+    assert rule.version == 1
+    response = editor.post(
+        f"/admin/nitro_assistants/policy/{rule.pk}/change/", rule_form(approvals="3")
+    )
+    assert response.status_code == 302
+    rule.refresh_from_db()
+    assert (rule.approvals, rule.version) == (3, 2)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        (
+            {"conditions": '[{"path": "a..b", "op": "gt", "value": 1}]'},
+            "conditions",
+            "not a valid path",
+        ),
+        (
+            {"conditions": '[{"path": "amount", "op": "over", "value": 1}]'},
+            "conditions",
+            "unknown operator",
+        ),
+        (
+            {"conditions": '[{"path": "amount", "op": "in", "value": 5}]'},
+            "conditions",
+            "takes a list",
+        ),
+        (
+            {"conditions": '[{"path": "memo", "op": "matches", "value": "(["}]'},
+            "conditions",
+            "not a regular expression",
+        ),
+        ({"conditions": "{not json"}, "conditions", "Enter a valid JSON"),
+        ({"on_deadline": "escalate", "deadline": "04:00:00"}, "escalate_to", "Name the group"),
+        ({"action": "auto_reject"}, "reason", "Say why"),
+        ({"approvals": "0"}, "approvals", "from 1 to"),
+    ],
+)
+def test_a_bad_rule_is_refused_on_its_field(
+    editor: Client, fields: dict[str, Any], field: str, message: str
+) -> None:
+    response = editor.post(ADD, rule_form(**fields))
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert field in errors, errors
+    assert message in " ".join(errors[field])
+    assert not Policy.objects.exists()
+
+
+def test_staff_without_the_permission_cannot_edit_rules() -> None:
+    user = reviewer("alice")
+    client = Client()
+    client.force_login(user)
+    assert client.get(ADD).status_code == 403
+    assert client.post(ADD, rule_form()).status_code == 403
+    assert client.post(ADD, {**rule_form(), "_dry_run": "1"}).status_code == 403
+    assert not Policy.objects.exists()
+
+
+def test_a_dry_run_lists_the_reviews_the_rule_would_have_matched_and_saves_nothing(
+    editor: Client, queued: list[Any]
+) -> None:
+    small, large, huge = mirrored(30), mirrored(300), mirrored(9000)
+    response = editor.post(ADD, {**rule_form(), "_dry_run": "Dry run"})
+    assert response.status_code == 200
+    assert not Policy.objects.exists()
+    matched = [row["review"].pk for row in response.context["dry_run"]["matched"]]
+    assert matched == [huge.pk, large.pk]
+    page = response.content.decode()
+    assert "It would have matched 2 of the last 3 reviews." in page
+    assert f"{large.pk}/review/" in page and f"/review/{small.pk}/review/" not in page
+    # The form keeps what was typed, ready to save.
+    assert response.context["adminform"].form["tool"].value() == "refund_*"
+
+    broken = editor.post(ADD, {**rule_form(conditions="[{}]"), "_dry_run": "Dry run"})
+    assert broken.status_code == 200
+    assert broken.context["dry_run"]["matched"] is None
+    assert "conditions" in broken.context["adminform"].form.errors
+
+
+def test_queue_and_screen_show_approvals_and_overdue(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    review = mirrored(300)
+    alice = reviewer("alice", finance)
+    bob = reviewer("bob", finance)
+    client = Client()
+    client.force_login(alice)
+    screen = f"/admin/nitro_assistants/review/{review.pk}/review/"
+    page = client.get(screen).content.decode()
+    assert "large refunds" in page and "0 of 2 approvals · waiting for someone in Finance" in page
+
+    stamp = approve(review)
+    response = client.post(
+        screen,
+        {"call-0-action": "approve", "revision": stamp["revision"], "digest": stamp["digest"]},
+        follow=True,
+    )
+    assert Approval.objects.filter(review=review, user=alice).exists(), response.content.decode()[
+        :3000
+    ]
+    assert "Your approval of review" in response.content.decode()
+    assert "1 of 2 approvals · waiting for someone in Finance" in response.content.decode()
+
+    ReviewHandling.objects.filter(review=review).update(
+        due_at=timezone.now() - datetime.timedelta(minutes=5)
+    )
+    client.force_login(bob)
+    queue = client.get(reverse("admin:nitro_assistants_review_changelist")).content.decode()
+    assert "1 of 2 approvals · waiting for someone in Finance" in queue
+    assert "nitro-overdue" in queue
+    overdue = client.get(reverse("admin:nitro_assistants_review_changelist") + "?deadline=overdue")
+    assert list(overdue.context["cl"].result_list) == [Review.objects.get(pk=review.pk)]
+    soon = client.get(reverse("admin:nitro_assistants_review_changelist") + "?deadline=soon")
+    assert list(soon.context["cl"].result_list) == []
+
+
+def test_the_decide_api_counts_approvals_and_refuses_outsiders(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    from nitro_assistants.models import ApiKey
+
+    review = mirrored(300)
+    keys = {
+        name: ApiKey.generate(user, "tests")[1]
+        for name, user in (
+            ("alice", reviewer("alice", finance)),
+            ("bob", reviewer("bob", finance)),
+            ("eve", reviewer("eve")),
+        )
+    }
+    client = Client()
+
+    def decide(name: str) -> Any:
+        body = {**approve(review)}
+        return client.post(
+            f"/nitro/api/reviews/{review.pk}/decide",
+            data=json.dumps(body),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {keys[name]}",
+        )
+
+    outsider = decide("eve")
+    assert outsider.status_code == 403
+    assert outsider.json()["code"] == "forbidden"
+    assert "Only members of Finance" in outsider.json()["message"]
+    first = decide("alice")
+    assert first.status_code == 200
+    assert first.json()["status"] == "pending"  # one approval of two: not applied
+    assert decide("alice").json()["status"] == "pending"  # the same person does not count twice
+    assert Approval.objects.filter(review=review).count() == 1
+    assert decide("bob").json()["status"] == "decided"
+
+
+def test_bulk_approve_reports_approvals_that_wait_for_a_quorum(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    large, plain = mirrored(300), mirrored(80)
+    client = Client()
+    client.force_login(reviewer("alice", finance))
+    response = client.post(
+        reverse("admin:nitro_assistants_review_changelist"),
+        {"action": "approve_selected", "post": "yes", "_selected_action": [large.pk, plain.pk]},
+        follow=True,
+    )
+    shown = [str(m) for m in response.context["messages"]]
+    assert "1 approval counted on a review that needs more before it is applied." in shown
+    assert "1 review approved." in shown
+    assert Review.objects.get(pk=large.pk).status == "pending"
+    assert Review.objects.get(pk=plain.pk).status == "decided"
+
+
+def test_the_screen_says_why_a_reviewer_outside_the_group_cannot_decide(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    review = mirrored(300)
+    client = Client()
+    client.force_login(reviewer("eve"))
+    stamp = approve(review)
+    response = client.post(
+        f"/admin/nitro_assistants/review/{review.pk}/review/",
+        {"call-0-action": "approve", "revision": stamp["revision"], "digest": stamp["digest"]},
+    )
+    assert response.status_code == 403
+    assert "Only members of Finance may decide this review" in response.content.decode()
+    assert not Approval.objects.exists()

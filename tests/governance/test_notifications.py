@@ -1,0 +1,313 @@
+"""Notifications: one batched message per reviewer per channel (Django's locmem mail, a real
+local HTTP receiver for the webhook), signed links that work and expire, muted reviewers,
+escalations, and failing channels retried and never lost silently."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from celery import current_app
+from django.contrib.auth.models import Group
+from django.core import mail, signing
+from django.test import Client
+from django.utils import timezone
+
+from nitro_assistants import tasks
+from nitro_assistants.models import Notification, NotificationPreference, Policy
+from nitro_assistants.services import governance, notifications
+from tests.governance.conftest import mirrored, reviewer
+
+pytestmark = pytest.mark.django_db
+
+
+class Receiver:
+    """A real HTTP endpoint on localhost recording what is POSTed; ``status`` is its answer."""
+
+    def __init__(self) -> None:
+        self.bodies: list[Any] = []
+        self.status = 200
+        self.fail_next = 0  # answer 503 to this many requests first
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                receiver.bodies.append(json.loads(self.rfile.read(length)))
+                status = receiver.status
+                if receiver.fail_next > 0:
+                    receiver.fail_next -= 1
+                    status = 503
+                self.send_response(status)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    found = Receiver()
+    yield found
+    found.stop()
+
+
+@pytest.fixture
+def channels(settings: Any, receiver: Receiver) -> Receiver:
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    settings.NITRO_ASSISTANTS = {
+        **settings.NITRO_ASSISTANTS,
+        "NOTIFY_BASE_URL": "http://testserver",
+        "NOTIFY_DELAY": 0,
+        "NOTIFY_INTERVAL": 300,
+        "NOTIFY_MAX_ATTEMPTS": 3,
+        "NOTIFIERS": {
+            "email": {"BACKEND": "nitro_assistants.services.notifiers.EmailNotifier"},
+            "team": {
+                "BACKEND": "nitro_assistants.services.notifiers.WebhookNotifier",
+                "OPTIONS": {"url": receiver.url, "format": "slack", "timeout": 5},
+            },
+        },
+    }
+    return receiver
+
+
+def committed(capture: Any, amount: float) -> Any:
+    with capture(execute=True):
+        return mirrored(amount)
+
+
+def sends(queued: list[Any]) -> set[tuple[Any, ...]]:
+    return {args for name, args in queued if name == "nitro_assistants.send_notifications"}
+
+
+def test_one_batched_message_per_reviewer_and_channel_with_working_links(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    channels: Receiver,
+    refund_rules: dict[str, Policy],
+    finance: Group,
+) -> None:
+    alice = reviewer("alice", finance)
+    alice.email = "alice@example.com"
+    alice.save()
+    reviewer("eve")  # may decide, but not in Finance: not told of Finance's reviews
+    first = committed(django_capture_on_commit_callbacks, 300)
+    second = committed(django_capture_on_commit_callbacks, 400)
+    committed(django_capture_on_commit_callbacks, 20)  # the policy approves it: nobody is told
+    # Sent by tasks after commit: one per reviewer and channel (the webhook: the channel's).
+    assert sends(queued) == {("email", alice.pk), ("team", None)}
+
+    assert tasks.send_notifications.apply(args=("email", alice.pk)).get() == 2
+    assert tasks.send_notifications.apply(args=("team", None)).get() == 2
+    assert tasks.send_notifications.apply(args=("email", alice.pk)).get() == 0  # nothing new
+
+    (message,) = mail.outbox
+    assert message.to == ["alice@example.com"]
+    assert message.subject == "[Reviews] 2 reviews need your attention"
+    html = message.alternatives[0][0]
+    for review in (first, second):
+        assert f"Review #{review.pk}: refund_customer" in message.body
+        assert f"Review #{review.pk}: refund_customer" in html
+    assert "1 of 2" not in message.body and "0 of 2 approvals" in message.body
+
+    (posted,) = channels.bodies
+    assert posted["text"] == "2 reviews need your attention"
+    assert f"Review #{first.pk}" in posted["blocks"][1]["text"]["text"]
+
+    links = re.findall(r"http://testserver(/nitro/review/[^/\s]+/)", message.body)
+    assert len(links) == 2
+    client = Client()
+    anonymous = client.get(links[0])
+    assert anonymous.status_code == 302
+    assert client.get(anonymous["Location"]).status_code == 302  # the admin asks for a login
+    client.force_login(alice)
+    screen = client.get(links[0], follow=True)
+    assert screen.status_code == 200
+    assert screen.context["review"].pk == first.pk
+
+
+def test_what_arrives_within_the_interval_waits_for_the_next_message(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    channels: Receiver,
+    refund_rules: dict[str, Policy],
+    finance: Group,
+    settings: Any,
+) -> None:
+    alice = reviewer("alice", finance)
+    alice.email = "alice@example.com"
+    alice.save()
+    committed(django_capture_on_commit_callbacks, 300)
+    assert notifications.send_batch("email", alice.pk) == 1
+    committed(django_capture_on_commit_callbacks, 400)
+    queued.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert notifications.send_batch("email", alice.pk) == 0  # too soon: enqueued for later
+    assert sends(queued) == {("email", alice.pk)}
+    assert len(mail.outbox) == 1
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "NOTIFY_INTERVAL": 0}
+    assert notifications.send_batch("email", alice.pk) == 1
+    assert len(mail.outbox) == 2
+
+
+def test_a_reviewer_who_turned_them_off_is_not_told(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    channels: Receiver,
+    refund_rules: dict[str, Policy],
+    finance: Group,
+) -> None:
+    alice, bob = reviewer("alice", finance), reviewer("bob", finance)
+    client = Client()
+    client.force_login(alice)
+    response = client.post("/admin/nitro_assistants/notificationpreference/add/", {})
+    assert response.status_code == 302  # "send me notifications" unticked
+    assert NotificationPreference.objects.get(user=alice).enabled is False
+    # Nobody else's preference is hers to see or change.
+    other = NotificationPreference.objects.create(user=bob)
+    assert client.get(
+        f"/admin/nitro_assistants/notificationpreference/{other.pk}/change/"
+    ).status_code in (302, 403, 404)
+    committed(django_capture_on_commit_callbacks, 300)
+    assert set(Notification.objects.filter(channel="email").values_list("user", flat=True)) == {
+        bob.pk
+    }
+
+
+def test_signed_links_expire_and_refuse_tampering(
+    channels: Receiver, settings: Any, queued: list[Any]
+) -> None:
+    review = mirrored(80)
+    path = notifications.review_link(review.pk).removeprefix("http://testserver")
+    client = Client()
+    assert client.get(path).status_code == 302
+    assert client.get(path[:-3] + "xx/").status_code == 400
+    forged = signing.dumps({"r": review.pk}, salt="another salt")
+    assert client.get(f"/nitro/review/{forged}/").status_code == 400
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "NOTIFY_LINK_MAX_AGE": -1}
+    assert client.get(path).status_code == 410
+
+
+def test_escalation_and_overdue_tell_the_group(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    channels: Receiver,
+    finance: Group,
+    managers: Group,
+) -> None:
+    Policy.objects.create(
+        name="large refunds",
+        tool="refund_*",
+        group=finance,
+        deadline=datetime.timedelta(hours=1),
+        on_deadline=Policy.OnDeadline.ESCALATE,
+        escalate_to=managers,
+    )
+    boss = reviewer("boss", managers)
+    review = committed(django_capture_on_commit_callbacks, 300)
+    with django_capture_on_commit_callbacks(execute=True):
+        governance.sweep_deadlines(now=timezone.now() + datetime.timedelta(hours=2))
+    kinds = set(
+        Notification.objects.filter(review=review, user=boss).values_list("kind", flat=True)
+    )
+    assert kinds == {"escalated"}
+
+
+def test_a_failing_channel_is_retried_then_marked_failed_and_logged(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    channels: Receiver,
+    refund_rules: dict[str, Policy],
+    finance: Group,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reviewer("alice", finance)
+    channels.status = 500
+    review = committed(django_capture_on_commit_callbacks, 300)
+    assert review.status == "pending"  # the review is untouched by whatever the channel does
+    for attempt in (1, 2):
+        with pytest.raises(notifications.NotificationError):
+            notifications.send_batch("team", None)
+        row = Notification.objects.get(channel="team")
+        assert (row.status, row.attempts) == ("queued", attempt)
+        assert "500 Server Error" in row.error
+    assert notifications.send_batch("team", None) == 0
+    row = Notification.objects.get(channel="team")
+    assert (row.status, row.attempts) == ("failed", 3)
+    assert "gave up on 1 notifications" in caplog.text
+    assert len(channels.bodies) == 3
+
+
+def test_the_task_retries_a_failing_channel(
+    channels: Receiver,
+    queued: list[Any],
+    refund_rules: dict[str, Policy],
+    finance: Group,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    reviewer("alice", finance)
+    channels.fail_next = 1
+    committed(django_capture_on_commit_callbacks, 300)
+    # The task retries (run in place here: Celery's eager retry) and the second try gets through.
+    assert tasks.send_notifications.apply(args=("team", None)).get() == 1
+    assert len(channels.bodies) == 2
+    row = Notification.objects.get(channel="team")
+    assert (row.status, row.attempts, row.error) == ("sent", 1, "")
+
+
+@pytest.fixture
+def eager() -> Iterator[None]:
+    """Celery runs tasks in place (CELERY_TASK_ALWAYS_EAGER), as the demo without a broker."""
+    before = current_app.conf.task_always_eager
+    current_app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        current_app.conf.task_always_eager = before
+
+
+def test_tasks_run_in_place_do_not_loop_on_the_interval(
+    django_capture_on_commit_callbacks: Any,
+    channels: Receiver,
+    refund_rules: dict[str, Policy],
+    finance: Group,
+    eager: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No broker (the embedded demo): tasks run in place and ignore countdowns, so a message the
+    interval holds back must not be enqueued again at once, over and over."""
+    calls: list[Any] = []
+    send_batch = notifications.send_batch
+
+    def counted(*args: Any) -> int:
+        calls.append(args)
+        if len(calls) > 10:  # sending again and again: stop the loop, fail the test
+            raise AssertionError("send_notifications keeps enqueueing itself")
+        return send_batch(*args)
+
+    monkeypatch.setattr(notifications, "send_batch", counted)
+    alice = reviewer("alice", finance)
+    alice.email = "alice@example.com"
+    alice.save()
+    committed(django_capture_on_commit_callbacks, 300)
+    assert len(mail.outbox) == 1  # sent in place, after commit
+    committed(django_capture_on_commit_callbacks, 400)
+    assert len(mail.outbox) == 1  # held back by the interval, for the next message or a flush
+    assert Notification.objects.filter(channel="email", status="queued").count() == 1
+    assert [args[0] for args in calls].count("email") == 2
