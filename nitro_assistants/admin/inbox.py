@@ -177,18 +177,7 @@ class InboxMixin:
     def _claim_html(self, obj: Review) -> str:
         now = timezone.now()
         held: Claim | None = getattr(obj, "claim", None)
-        state = None
-        if held is not None:
-            state = live.claim_state(
-                now,
-                pending=obj.status == Review.Status.PENDING,
-                user_id=held.user_id,
-                first=held.user.first_name,
-                last=held.user.last_name,
-                username=held.user.get_username(),
-                claimed_at=held.claimed_at,
-                expires_at=held.expires_at,
-            )
+        state = live.claim_of(held, obj) if held is not None else None
         if state is None:
             return format_html('<span class="nitro-claim" data-review="{}">—</span>', obj.pk)
         return format_html(
@@ -416,19 +405,7 @@ class InboxMixin:
             request.headers.get("Accept", "").startswith("application/json")
             or action != "take_over"
         ):
-            now = timezone.now()
-            state = None
-            if held is not None and held.pk:
-                state = live.claim_state(
-                    now,
-                    pending=review.status == Review.Status.PENDING,
-                    user_id=held.user_id,
-                    first=held.user.first_name,
-                    last=held.user.last_name,
-                    username=held.user.get_username(),
-                    claimed_at=held.claimed_at,
-                    expires_at=held.expires_at,
-                )
+            state = live.claim_of(held, review) if held is not None and held.pk else None
             return JsonResponse({"claim": state, "me": request.user.pk})
         messages.success(request, _("You have taken over review #%(pk)s.") % {"pk": review.pk})
         return HttpResponseRedirect(self._review_screen_url(review))

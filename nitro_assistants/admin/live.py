@@ -91,6 +91,20 @@ def claim_state(
     }
 
 
+def claim_of(held: Claim, review: Review) -> dict[str, Any] | None:
+    """:func:`claim_state` of a loaded claim on ``review``."""
+    return claim_state(
+        timezone.now(),
+        pending=review.status == Review.Status.PENDING,
+        user_id=held.user_id,
+        first=held.user.first_name,
+        last=held.user.last_name,
+        username=held.user.get_username(),
+        claimed_at=held.claimed_at,
+        expires_at=held.expires_at,
+    )
+
+
 CLAIM_FIELDS = (
     "claim__user_id",
     "claim__user__first_name",
