@@ -57,6 +57,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nitro_assistants.conf",
             # What the database cannot store (NUL, lone surrogates): for the admin and the API.
             "nitro_assistants.validators",
+            # How a thread is described for people (THREAD_SUBJECT): computed as a Thread saves.
+            "nitro_assistants.subjects",
         ),
     ),
     ("agent", ("nitro_assistants.agent",)),

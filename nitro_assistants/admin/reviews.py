@@ -7,15 +7,13 @@ parses, authorizes and reports.
 from __future__ import annotations
 
 import datetime
-import re
-import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, get_script_prefix, path, reverse
@@ -52,6 +50,8 @@ from nitro_assistants.admin.policies import (
     quorum_message,
     recorded_message,
 )
+from nitro_assistants.admin.search import review_matches, whole_thread_id
+from nitro_assistants.admin.threads import thread_identity
 from nitro_assistants.exceptions import (
     InteractionConflictError,
     InteractionForbiddenError,
@@ -63,7 +63,6 @@ from nitro_assistants.models.reviews import pending_first
 
 #: A bulk confirmation page (approve, reject) lists at most this many of the reviews it decides.
 CONFIRMATION_PAGE_LISTS = 100
-THREAD_ID_PREFIX = re.compile(r"[0-9a-fA-F]{4,32}|[0-9a-fA-F-]{9,35}")
 
 
 def latest_delivery_state() -> Subquery:
@@ -73,6 +72,18 @@ def latest_delivery_state() -> Subquery:
         .order_by("-first_seen_at", "-pk")
         .values("status")[:1]
     )
+
+
+def review_title(review: Review) -> str:
+    """What the review screen is: "Decide review #12 (tool calls)" while it waits, else
+    "Review #12 (tool calls), applied"."""
+    values = {"pk": review.pk, "kind": review.get_kind_display()}
+    if review.status == Review.Status.PENDING:
+        return _("Decide review #%(pk)s (%(kind)s)") % values
+    return _("Review #%(pk)s (%(kind)s), %(status)s") % {
+        **values,
+        "status": review.get_status_display(),
+    }
 
 
 def short_age(age: datetime.timedelta) -> str:
@@ -214,8 +225,11 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
         ClaimFilter,
         OverdueFilter,
     ]
-    search_fields = ["thread__thread_id", "payload"]
-    search_help_text = gettext_lazy("A thread id, a tool name, or text of the call or reply.")
+    search_fields = ["thread__thread_id", "thread__subject", "payload"]
+    search_help_text = gettext_lazy(
+        "Who it is about, text of the conversation, a tool name, text of the call or reply, "
+        "or the start of a thread id."
+    )
     list_per_page = 50
     show_full_result_count = False
     actions = ["approve_selected", "reject_selected", export_audit_jsonl, export_audit_csv]
@@ -253,14 +267,10 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
         term = search_term.strip()
         if not term:
             return queryset, False
-        try:
-            return queryset.filter(thread__thread_id=uuid.UUID(term)), False
-        except ValueError:
-            pass
-        matches = Q(payload__icontains=term)
-        if THREAD_ID_PREFIX.fullmatch(term):  # the queue shows the first 8 characters
-            matches |= Q(thread__thread_id__istartswith=term)
-        return queryset.filter(matches), False
+        thread_id = whole_thread_id(term)
+        if thread_id is not None:
+            return queryset.filter(thread__thread_id=thread_id), False
+        return queryset.filter(review_matches(term)), False
 
     def _url_prefixes(self) -> tuple[str, str]:
         """The review and thread changelist URLs, reversed once (per script prefix): the queue
@@ -295,16 +305,10 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             obj.digest,
         )
 
-    @admin.display(description=gettext_lazy("thread"), ordering="thread__thread_id")
+    @admin.display(description=gettext_lazy("about"), ordering="thread__subject")
     def thread_link(self, obj: Review) -> str:
-        thread_id = str(obj.thread.thread_id)
-        return format_html(
-            '<a href="{}{}/change/" title="{}">{}…</a>',
-            self._url_prefixes()[1],
-            obj.thread_id,
-            thread_id,
-            thread_id[:8],
-        )
+        """Who and what the conversation is about, linking to the thread; its short id beside."""
+        return thread_identity(obj.thread, f"{self._url_prefixes()[1]}{obj.thread_id}/change/")
 
     @admin.display(description=gettext_lazy("assistant"), ordering="thread__assistant_key")
     def assistant(self, obj: Review) -> str:
@@ -323,6 +327,10 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
     @admin.display(description=gettext_lazy("delivery"), ordering="delivery_state")
     def delivery(self, obj: Review) -> str:
         return str(getattr(obj, "delivery_state", None) or "—")
+
+    def list_title(self, request: HttpRequest) -> str:
+        status = request.GET.get(QueueStatusFilter.parameter_name, Review.Status.PENDING)
+        return _("Reviews waiting") if status == Review.Status.PENDING else _("Reviews")
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -466,9 +474,9 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
         return {
             **self.admin_site.each_context(request),
             "opts": self.opts,
-            "title": _("%(kind)s review #%(pk)s")
-            % {"kind": review.get_kind_display().capitalize(), "pk": review.pk},
-            "subtitle": str(review.thread),
+            "title": review_title(review),
+            # Who and what it is about: under the title, and first in the browser tab's title.
+            "subtitle": review.thread.subject or review.thread.short_id,
             "review": review,
             "thread": review.thread,
             "thread_url": reverse(

@@ -27,10 +27,23 @@ from nitro_assistants.admin.options import (
     can_decide,
     object_or_404,
 )
+from nitro_assistants.admin.search import conversation_matches, whole_thread_id
 from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.models import Delivery, Event, Review, Run, Thread
 
 SYNC_ERRORS = (NitroAssistantsError, requests.RequestException)
+
+
+def thread_identity(thread: Any, url: str) -> SafeString:
+    """A thread as lists show it: its subject as the link, and the start of its id (the whole
+    id on hover), so no row is identified by a bare truncated UUID."""
+    return format_html(
+        '<a class="nitro-about" href="{}" title="{}">{}</a> <span class="nitro-muted nitro-short-id">{}…</span>',
+        url,
+        thread.thread_id,
+        thread.subject or _("(no message yet)"),
+        thread.short_id,
+    )
 
 
 class RunInline(ReadOnlyInline):
@@ -95,10 +108,15 @@ class EventInline(ReadOnlyInline):
 
 @admin.register(Thread)
 class ThreadAdmin(ReadOnlyAdmin):
-    list_display = ["thread_id", "assistant_key", "status", "created_at", "synced_at"]
+    list_display = ["about", "assistant_key", "status", "created_at", "synced_at"]
+    list_display_links = None  # "about" links to the thread itself
     list_filter = ["status", "assistant_key"]
-    search_fields = ["=thread_id"]
+    search_fields = ["=thread_id", "subject"]
+    search_help_text = gettext_lazy(
+        "Who it is about, text of the conversation, or the start of a thread id."
+    )
     fields = readonly_fields = (
+        "subject",
         "thread_id",
         "assistant_key",
         "status",
@@ -127,12 +145,18 @@ class ThreadAdmin(ReadOnlyAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Thread], search_term: str
     ) -> tuple[QuerySet[Thread], bool]:
-        import uuid
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        thread_id = whole_thread_id(term)
+        if thread_id is not None:
+            return queryset.filter(thread_id=thread_id), False
+        return queryset.filter(conversation_matches(term)), False
 
-        try:
-            return queryset.filter(thread_id=uuid.UUID(search_term.strip())), False
-        except ValueError:
-            return queryset.none() if search_term.strip() else queryset, False
+    @admin.display(description=gettext_lazy("about"), ordering="subject")
+    def about(self, obj: Thread) -> SafeString:
+        url = reverse(f"{self.admin_site.name}:nitro_assistants_thread_change", args=[obj.pk])
+        return thread_identity(obj, url)
 
     @admin.display(description=gettext_lazy("context"))
     def shown_context(self, obj: Thread) -> str:
