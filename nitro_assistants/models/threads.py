@@ -54,6 +54,9 @@ class Thread(models.Model):
         ]
 
     def __str__(self) -> str:
+        # What every list showing a thread (events, runs, deliveries) reads: who it is about.
+        if self.subject:
+            return f"{self.subject} ({self.short_id}…)"
         return f"{self.assistant_key} {self.thread_id}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
