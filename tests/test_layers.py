@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nitro_assistants.admin_site",
             "nitro_assistants.checks",
             "nitro_assistants.receivers",
+            "nitro_assistants.templatetags",
         ),
     ),
     ("tasks", ("nitro_assistants.tasks",)),

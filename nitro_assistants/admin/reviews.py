@@ -24,7 +24,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from nitro_assistants import rules, services
-from nitro_assistants.admin import metrics
+from nitro_assistants.admin import content, metrics
 from nitro_assistants.admin.conversation import held_conversation, held_summary, pretty_json
 from nitro_assistants.admin.evidence import export_audit_csv, export_audit_jsonl
 from nitro_assistants.admin.filters import (
@@ -156,39 +156,6 @@ def shown_stamp(request: HttpRequest, pk: int) -> dict[str, Any]:
 def shown_fields(request: HttpRequest) -> list[tuple[str, str]]:
     """The posted stamps, for a confirmation page to carry forward."""
     return [(k, str(request.POST.get(k, ""))) for k in request.POST if k.startswith(SHOWN_PREFIX)]
-
-
-def shown_decision(decision: Decision, review: Review) -> list[dict[str, Any]]:
-    """Each decided item (the reply, or each call) with its action, edits and message."""
-    if decision.answer:  # a typed interaction: the resume value as delivered
-        return [
-            {
-                "name": review.interaction_id or review.kind,
-                "action": decision.answer.get("decision"),
-                "args": pretty_json(decision.answer),
-                "message": "",
-            }
-        ]
-    if decision.reply:
-        reply = decision.reply
-        return [
-            {
-                "name": _("reply"),
-                "action": reply.get("action"),
-                "content": reply.get("content") or "",
-                "message": reply.get("message") or "",
-            }
-        ]
-    names = {call.get("id"): call.get("name") for call in review.tool_calls}
-    return [
-        {
-            "name": names.get(item.get("id")) or item.get("id"),
-            "action": item.get("action"),
-            "args": pretty_json(item["args"]) if "args" in item else "",
-            "message": item.get("message") or "",
-        }
-        for item in decision.tool_calls or []
-    ]
 
 
 def _linkable(link: str) -> str:
@@ -490,7 +457,6 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             "decide_allowed": decide_allowed,
             "stale": stale,
             "decision": decision,
-            "decided_items": shown_decision(decision, review) if decision else [],
             "superseded": superseded,
             # What an approved plan's steps did, as they run (their operations' results).
             "step_results": [
@@ -507,6 +473,24 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             "queue_url": reverse(f"{self.admin_site.name}:nitro_assistants_review_changelist"),
             **self.inbox_context(request, review),
             **governance_context(review),
+            **self.readable_context(review, decision),
+        }
+
+    def readable_context(self, review: Review, decision: Decision | None) -> dict[str, Any]:
+        """What the review screen's body reads: what is held, and what was decided, drawn for
+        people (:mod:`nitro_assistants.admin.content`) rather than as JSON."""
+        interaction = review.kind in (
+            Review.Kind.QUESTION,
+            Review.Kind.BLUEPRINT,
+            Review.Kind.PLAN,
+        )
+        return {
+            "calls_shown": content.show_calls(review),
+            "interaction_shown": content.show_interaction(review, decision)
+            if interaction
+            else None,
+            "decided_items": content.decided_items(decision, review) if decision else [],
+            "answer_json": pretty_json(decision.answer) if decision and decision.answer else "",
         }
 
     def metrics_view(self, request: HttpRequest) -> HttpResponse:
