@@ -491,7 +491,28 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             else None,
             "decided_items": content.decided_items(decision, review) if decision else [],
             "answer_json": pretty_json(decision.answer) if decision and decision.answer else "",
+            "edited_as": self._edited_as(review),
         }
+
+    def _edited_as(self, review: Review) -> dict[str, Any] | None:
+        """The revision a reviewer's edits made of ``review`` (which they superseded), to link
+        to from it: that is where the decision and what ran are."""
+        if review.status != Review.Status.SUPERSEDED or not review.interaction_id:
+            return None
+        edited = (
+            Review.objects.filter(
+                thread_id=review.thread_id,
+                interaction_id=review.interaction_id,
+                revision__gt=review.revision,
+                origin="user",
+            )
+            .order_by("revision")
+            .only("pk", "revision", "status")
+            .first()
+        )
+        if edited is None:
+            return None
+        return {"review": edited, "url": self.review_url(edited)}
 
     def metrics_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_view_permission(request):
