@@ -438,6 +438,7 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             .first()
         )
         pending = review.status == Review.Status.PENDING
+        conversation = held_conversation(review)
         return {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -449,7 +450,7 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             "thread_url": reverse(
                 f"{self.admin_site.name}:nitro_assistants_thread_change", args=[review.thread_id]
             ),
-            "conversation": held_conversation(review),
+            "conversation": conversation,
             "form": form,
             "form_template": form.template_name if form else "",
             "stamp": StampForm.for_review(review),
@@ -474,6 +475,7 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             **self.inbox_context(request, review),
             **governance_context(review),
             **self.readable_context(review, decision),
+            "held_in_conversation": any(message.held for message in conversation),
         }
 
     def readable_context(self, review: Review, decision: Decision | None) -> dict[str, Any]:
