@@ -50,6 +50,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     the user may not run (deciding, syncing) answers 403, as every refused POST here does,
     instead of Django's "No action selected" page."""
 
+    class Media:
+        # Every list and page of the app: long model-written values wrap instead of widening it.
+        css = {"all": ["nitro_assistants/admin.css"]}
+
     def list_title(self, request: HttpRequest) -> str:
         """The list's title: what it lists ("Threads"), not Django's "Select thread to view"."""
         return str(capfirst(self.opts.verbose_name_plural))

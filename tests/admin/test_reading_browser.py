@@ -19,8 +19,8 @@ from nitro_assistants.models import Decision, Review, Thread
 from nitro_assistants.services.audit import record_event
 from nitro_assistants.services.mirror import mirror_pending
 from tests.admin.conftest import make_reply_review, make_tool_review
-from tests.admin.test_browser import CHROMIUM, browser, static_root
-from tests.factories import ThreadFactory
+from tests.admin.test_browser import CHROMIUM, browser, shot, static_root
+from tests.factories import DeliveryFactory, RunFactory, ThreadFactory
 
 __all__ = ["browser", "static_root"]
 
@@ -182,7 +182,21 @@ def overflow(page: Any) -> dict[str, int]:
                     break;
                 }
             }
+            // A scrolling box (the changelist's results, an inline) hides what is past its edge.
+            let hidden = 0, scroller = '';
+            for (const el of document.querySelectorAll('#content *')) {
+                const style = getComputedStyle(el);
+                if (!['auto', 'scroll'].includes(style.overflowX) || !el.clientWidth) continue;
+                if (el.scrollWidth - el.clientWidth > hidden) {
+                    hidden = el.scrollWidth - el.clientWidth;
+                    scroller = el.tagName + '.' + el.className;
+                }
+            }
+            const columns = Array.from(document.querySelectorAll('#result_list thead th')).map(
+                th => th.className.replace('sortable', '').trim() + ':' + Math.round(th.getBoundingClientRect().width));
             return {
+                columns: columns.join(' '),
+                hidden: hidden, scroller: scroller,
                 text: text,
                 excess: root.scrollWidth - root.clientWidth,
                 right: Math.round(right), width: root.clientWidth,
@@ -203,6 +217,7 @@ def test_tool_calls_are_edited_rejected_and_approved_by_keys(page: Any, live_ser
     assert help_panel.is_hidden()
     page.keyboard.press("?")
     assert help_panel.is_visible() and "Ctrl + Enter" in help_panel.inner_text()
+    shot(page, "review_keyboard_help")
     page.keyboard.press("Escape")
     assert help_panel.is_hidden()
 
@@ -292,6 +307,7 @@ def test_several_calls_respond_and_a_reply_sent_as_drafted_by_keys(
 def test_a_plan_is_sent_back_by_keys(page: Any, live_server: Any, crm_operations: None) -> None:
     review = ask("plan", VISIT_PLAN, title="Move the visit", summary="Because she asked.")
     page.goto(screen(live_server, review))
+    shot(page, "plan_review")
     page.keyboard.press("r")
     assert page.is_checked("input[name='interaction-decision'][value='request_revision']")
     assert page.evaluate("document.activeElement.name") == "interaction-note"
@@ -479,6 +495,8 @@ def test_nothing_overflows_at_1280_px(
         ask=long_text + " " + long_word,
     )
     record_event(tool.thread, "review_requested", review=tool, blob=long_word, text=long_text)
+    DeliveryFactory(thread=tool.thread, status="failed", error=long_word, tool=long_word[:90])
+    RunFactory(thread=tool.thread, error=long_text + long_word)
     plan = ask("plan", VISIT_PLAN, title=long_word, summary=long_text)
     services.decide(plan, reviewer, {"decision": "cancel", "note": long_word}, via="admin")
     pages = [
@@ -489,10 +507,15 @@ def test_nothing_overflows_at_1280_px(
         "/admin/nitro_assistants/thread/",
         f"/admin/nitro_assistants/thread/{tool.thread_id}/change/",
         "/admin/nitro_assistants/event/",
+        "/admin/nitro_assistants/run/",
+        "/admin/nitro_assistants/decision/",
+        "/admin/nitro_assistants/delivery/",
     ]
     event = tool.thread.events.get(verb="review_requested")
     pages.append(f"/admin/nitro_assistants/event/{event.pk}/change/")
-    for path in pages:
+    for index, path in enumerate(pages):
         page.goto(live_server.url + path)
+        shot(page, f"width_1280_{index}")
         measured = overflow(page)
         assert measured["excess"] == 0, (path, measured)
+        assert measured["hidden"] == 0, (path, measured)
