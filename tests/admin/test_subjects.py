@@ -130,6 +130,10 @@ def test_queue_thread_list_and_review_screen_show_who_it_is_about(
     assert f">{about}</a>" in queue and f"{thread.short_id}…" in queue
     threads = superuser_client.get(THREADS).content.decode()
     assert f">{about}</a>" in threads
+    bulk = reviewer_client.post(
+        QUEUE, {"action": "approve_selected", "_selected_action": [review.pk]}
+    ).content.decode()
+    assert f"<li>#{review.pk} · {about} · tool calls" in bulk  # the confirmation page too
     screen = reviewer_client.get(review_url(review)).content.decode()
     assert f"<title>{about} | Decide review #{review.pk} (tool calls) |" in screen
     assert f"<h2>{about}</h2>" in screen
