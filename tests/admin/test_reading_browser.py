@@ -217,7 +217,7 @@ def test_tool_calls_are_edited_rejected_and_approved_by_keys(page: Any, live_ser
     assert help_panel.is_hidden()
     page.keyboard.press("?")
     assert help_panel.is_visible() and "Ctrl + Enter" in help_panel.inner_text()
-    shot(page, "review_keyboard_help")
+    doc_shot(page, "review_keyboard")
     page.keyboard.press("Escape")
     assert help_panel.is_hidden()
 
