@@ -188,6 +188,7 @@ def main() -> dict[str, Any]:
         "review queue (search: message text)": "/admin/nitro_assistants/review/?q=4242+asks",
         "review queue (search: thread id prefix)": "/admin/nitro_assistants/review/?q="
         + str(Thread.objects.order_by("pk").values_list("thread_id", flat=True)[500])[:8],
+        "thread list (search: a customer)": "/admin/nitro_assistants/thread/?q=Customer+4242",
         "users changelist (baseline)": "/admin/auth/user/",
         "users changelist (search, baseline)": "/admin/auth/user/?q=user0004242",
     }
