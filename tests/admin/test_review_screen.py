@@ -595,3 +595,27 @@ def test_float_and_null_arguments() -> None:
     )
     assert not bad.is_valid()
     assert bad.calls[0].errors["arg__amount"] == ["Enter a number."]  # type: ignore[attr-defined]
+
+
+def test_long_content_collapses_to_its_first_line(reviewer_client: Client) -> None:
+    report = "Boiler service report\n" + "\n".join(f"line {n}: pressure ok" for n in range(40))
+    review = make_tool_review(
+        [
+            {
+                "id": "call_1",
+                "name": "file_report",
+                "args": {"report": report, "ticket": 1234},
+                "allowed_decisions": ["approve", "reject"],
+            }
+        ]
+    )
+    messages = review.thread.values["messages"]
+    messages.insert(1, {"type": "tool", "id": "t0", "name": "fetch_report", "content": report * 3})
+    review.thread.save()
+    html = reviewer_client.get(review_url(review)).content.decode()
+    collapsed = re.findall(r'<details class="nitro-long"><summary>([^<]*)', html)
+    # The long tool result, and the long argument both in the conversation and in the form (a
+    # call that cannot be edited shows its arguments as rows); short values stay open.
+    assert collapsed.count("Boiler service report ") == 3, collapsed
+    assert '<code>ticket</code></th><td><span class="nitro-text">1234</span>' in html
+    assert "<summary>Can I move my appointment" not in html
