@@ -58,6 +58,17 @@ def page(
         dialog.dismiss()
 
     page.on("dialog", on_dialog)
+    errors: list[str] = []  # a script error on any page (the keyboard's, say) fails the test
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on(
+        "response",
+        # (The site has no favicon: a browser asking for one is no fault of a page.)
+        lambda r: (
+            errors.append(f"{r.status} {r.url}")
+            if r.status >= 400 and not r.url.endswith("/favicon.ico")
+            else None
+        ),
+    )
     page.goto(f"{live_server.url}/admin/login/?next=/admin/nitro_assistants/review/")
     page.fill("#id_username", reviewer.username)
     page.fill("#id_password", "pw")
@@ -65,6 +76,7 @@ def page(
     page.wait_for_url("**/admin/nitro_assistants/review/")
     yield page
     context.close()
+    assert errors == []
 
 
 @pytest.fixture
