@@ -414,6 +414,7 @@ def test_a_decided_question_reads_as_its_options_with_the_answer(
     assert chosen.count() == 1 and chosen.inner_text().startswith("☑ Friday")
     assert "Answer: The dog is friendly." in asked
     assert page.locator(".nitro-md em", has_text="Any").count() == 1
+    shot(page, "decided_question")
     assert overflow(page)["excess"] == 0, overflow(page)
 
 
