@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Group
 from django.db import transaction
 
 from nitro_assistants import operations, services
 from nitro_assistants.client import PendingReview
 from nitro_assistants.models import Decision, Review, Thread
 from nitro_assistants.services.audit import record_event
+from nitro_assistants.services.claims import assign_review, claim_review
 from nitro_assistants.services.mirror import mirror_pending
 from tests.admin.conftest import make_reply_review, make_tool_review
 from tests.admin.test_browser import CHROMIUM, browser, shot, static_root
@@ -487,7 +489,7 @@ def test_markdown_never_runs_in_the_browser(page: Any, live_server: Any) -> None
 
 
 def test_nothing_overflows_at_1280_px(
-    page: Any, live_server: Any, reviewer: Any, crm_operations: None
+    page: Any, live_server: Any, reviewer: Any, crm_operations: None, django_user_model: Any
 ) -> None:
     long_word = "x" * 400
     long_text = " ".join(["A customer who writes a great deal about the boiler."] * 60)
@@ -512,6 +514,10 @@ def test_nothing_overflows_at_1280_px(
     RunFactory(thread=tool.thread, error=long_text + long_word)
     plan = ask("plan", VISIT_PLAN, title=long_word, summary=long_text)
     services.decide(plan, reviewer, {"decision": "cancel", "note": long_word}, via="admin")
+    # A claimed and assigned row (the queue's "who" column) is the widest a row gets.
+    colleague = django_user_model.objects.create_user("jacqueline.montgomery-smith", is_staff=True)
+    claim_review(tool, colleague)
+    assign_review(tool, Group.objects.create(name="Billing and accounts, second line"), by=None)
     pages = [
         "/admin/nitro_assistants/review/",
         "/admin/nitro_assistants/review/?status=all",
