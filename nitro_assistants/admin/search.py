@@ -3,7 +3,7 @@ of one (lists show the first 8 characters), who the conversation is about (``Thr
 the text of its messages, and what a review holds (tool names and arguments, reply drafts,
 questions and plans).
 
-On PostgreSQL each ``icontains`` below is served by a trigram index (migration 0009) written on
+On PostgreSQL each ``icontains`` below is served by a trigram index (migration 0010) written on
 exactly the expression Django compares, ``UPPER(column::text)``.
 """
 
