@@ -32,6 +32,8 @@ from django.contrib import admin  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.contrib.auth.models import Group, Permission  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.db.models import Value  # noqa: E402
+from django.db.models.functions import Concat  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 from django.utils import timezone  # noqa: E402
@@ -46,6 +48,9 @@ def seed(rows: int) -> None:
     ages), a delivery on every third thread, and ``rows`` plain users."""
     User = get_user_model()
     if Review.objects.count() >= rows and User.objects.count() >= rows:
+        if not Thread.objects.filter(subject="").exists():
+            return
+        Thread.objects.update(subject=Concat(Value("Customer "), "id"))  # seeded before 0007
         return
     print(f"seeding {rows:,} reviews and {rows:,} users (once) ...", file=sys.stderr, flush=True)
     Review.objects.all().delete()
@@ -60,6 +65,8 @@ def seed(rows: int) -> None:
                 thread_id=uuid.uuid4(),
                 assistant_key=("walkthrough", "tools", "per_call")[n % 3],
                 status=Thread.Status.INTERRUPTED,
+                # What THREAD_SUBJECT computes as a thread is saved (bulk_create saves none).
+                subject=f"Customer {start + n} · +1 555 {(start + n) % 10_000:04d}",
                 values={
                     "messages": [
                         {"type": "human", "id": "h1", "content": f"Customer {start + n} asks"},
@@ -175,7 +182,15 @@ def main() -> dict[str, Any]:
         "review queue (pending, default)": "/admin/nitro_assistants/review/",
         "review queue (all statuses)": "/admin/nitro_assistants/review/?status=all",
         "review queue (tool calls, delivery failed)": "/admin/nitro_assistants/review/?kind__exact=tool_calls&delivery=failed",
+        # Search: who it is about, text of the conversation, the start of a thread id (the
+        # trigram indexes of migration 0007 serve each).
+        "review queue (search: a customer)": "/admin/nitro_assistants/review/?q=Customer+4242",
+        "review queue (search: message text)": "/admin/nitro_assistants/review/?q=4242+asks",
+        "review queue (search: thread id prefix)": "/admin/nitro_assistants/review/?q="
+        + str(Thread.objects.order_by("pk").values_list("thread_id", flat=True)[500])[:8],
+        "thread list (search: a customer)": "/admin/nitro_assistants/thread/?q=Customer+4242",
         "users changelist (baseline)": "/admin/auth/user/",
+        "users changelist (search, baseline)": "/admin/auth/user/?q=user0004242",
     }
     results = {name: measure(client, url, args.repeat) for name, url in pages.items()}
     live = measure_live(client, args.repeat)

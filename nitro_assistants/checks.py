@@ -16,6 +16,7 @@ from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.services.enqueue import is_fallback
 from nitro_assistants.services.notifiers import load as load_notifier
+from nitro_assistants.subjects import setting_problem
 
 # What a value copied from a docs snippet or an example settings file looks like: "...", "<id>",
 # "{{ id }}", "your-assistant-id", "changeme". No assistant is called that, and the server would
@@ -124,6 +125,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
     errors.extend(_check_inbox())
     errors.extend(_check_governance())
+    subject_problem = setting_problem()
+    if subject_problem:
+        errors.append(
+            Error(
+                f"NITRO_ASSISTANTS['THREAD_SUBJECT'] cannot describe threads: {subject_problem}.",
+                hint='Give a list of context keys or (label, key) pairs, e.g. ["customer_name", '
+                '("order", "order_id")], or the dotted path of a callable taking the thread.',
+                id="nitro_assistants.E016",
+            )
+        )
     errors.extend(_check_celery())
     return errors
 

@@ -41,6 +41,7 @@ class AppSettings:
         "NOTIFY_INTERVAL": 300,
         "NOTIFY_LINK_MAX_AGE": 7 * 24 * 3600,
         "NOTIFY_MAX_ATTEMPTS": 5,
+        "THREAD_SUBJECT": None,
     }
 
     def _setting(self, name: str) -> Any:
@@ -195,6 +196,13 @@ class AppSettings:
     def NOTIFY_MAX_ATTEMPTS(self) -> int:
         """Tries of a failing channel before its notifications are marked failed (logged)."""
         return int(self._setting("NOTIFY_MAX_ATTEMPTS"))
+
+    @property
+    def THREAD_SUBJECT(self) -> Any:
+        """How a thread is described for people (:mod:`nitro_assistants.subjects`): a list of
+        context keys (or ``(label, key)`` pairs), or the dotted path of a callable taking the
+        thread. None: by the customer's first message."""
+        return self._setting("THREAD_SUBJECT")
 
     def client_config(self) -> dict[str, Any]:
         """What :class:`nitro_assistants.client.registry.Registry` is built from."""

@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nitro_assistants.admin_site",
             "nitro_assistants.checks",
             "nitro_assistants.receivers",
+            "nitro_assistants.templatetags",
         ),
     ),
     ("tasks", ("nitro_assistants.tasks",)),
@@ -57,6 +58,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nitro_assistants.conf",
             # What the database cannot store (NUL, lone surrogates): for the admin and the API.
             "nitro_assistants.validators",
+            # How a thread is described for people (THREAD_SUBJECT): computed as a Thread saves.
+            "nitro_assistants.subjects",
         ),
     ),
     ("agent", ("nitro_assistants.agent",)),

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from nitro_assistants.admin.content import LONG_CHARS, LONG_LINES, Row, key_values
 from nitro_assistants.client.results import message_text
 from nitro_assistants.conversation import held_call_ids, held_messages, role_of
 from nitro_assistants.models import Review
@@ -36,6 +37,7 @@ class ShownCall:
     name: str
     args: str
     held: bool = False
+    rows: list[Row] = field(default_factory=list)  # the arguments as key/value rows
 
 
 @dataclass
@@ -53,6 +55,15 @@ class ShownMessage:
     review_stamp: str = ""
     delivery: str = ""
 
+    @property
+    def long(self) -> bool:
+        """A long message (a tool's big result, a pasted document) is drawn collapsed."""
+        return len(self.text) > LONG_CHARS * 2 or self.text.count("\n") >= LONG_LINES * 2
+
+    @property
+    def first_line(self) -> str:
+        return first_line(self.text)
+
 
 def show_message(message: dict[str, Any], held_ids: frozenset[str] = frozenset()) -> ShownMessage:
     role = role_of(message)
@@ -62,6 +73,7 @@ def show_message(message: dict[str, Any], held_ids: frozenset[str] = frozenset()
             name=str(call.get("name") or ""),
             args=pretty_json(call.get("args") or {}),
             held=str(call.get("id") or "") in held_ids,
+            rows=key_values(call.get("args") or {}),
         )
         for call in message.get("tool_calls") or []
         if isinstance(call, dict)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy
 
-from nitro_assistants.admin.conversation import pretty_json
 from nitro_assistants.admin.options import ReadOnlyAdmin
+from nitro_assistants.admin.threads import shown
 from nitro_assistants.models import Event
 
 
@@ -38,5 +38,5 @@ class EventAdmin(ReadOnlyAdmin):
         return super().get_queryset(request).defer("thread__values", "thread__context")
 
     @admin.display(description=gettext_lazy("data"))
-    def shown_data(self, obj: Event) -> str:
-        return format_html("<pre>{}</pre>", pretty_json(obj.data))
+    def shown_data(self, obj: Event) -> SafeString:
+        return shown(obj.data)

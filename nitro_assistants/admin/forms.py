@@ -20,6 +20,7 @@ from django.http import QueryDict
 from django.utils.translation import gettext_lazy as _
 
 from nitro_assistants import rules
+from nitro_assistants.admin.content import Row, key_values
 from nitro_assistants.models import Review
 from nitro_assistants.validators import find_unstorable, validate_storable
 
@@ -202,6 +203,12 @@ class ToolCallForm(forms.Form):
     @property
     def argument_fields(self) -> list[forms.BoundField]:
         return [self[name] for name in self.fields if name.startswith("arg__")]
+
+    @property
+    def argument_rows(self) -> list[Row]:
+        """The arguments as the model proposed them, for reading (a call that cannot be edited
+        has no fields to show them in)."""
+        return key_values(self.model_args)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}

@@ -12,6 +12,7 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from nitro_assistants.admin.content import show_blueprint, show_plan, show_questions
 from nitro_assistants.admin.forms import ReviewDecisionForm, register_decision_form
 from nitro_assistants.models import Review
 from nitro_assistants.rules import (
@@ -98,6 +99,7 @@ class QuestionForm(forms.Form):
     def __init__(self, question: dict[str, Any], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.question = question
+        self.shown: dict[str, Any] = {}
         input_kind = question.get("input") or "single_select"
         options = [
             (str(o.get("optionId")), str(o.get("label") or o.get("optionId")))
@@ -148,10 +150,14 @@ class QuestionDecisionForm(InteractionDecisionForm):
     def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
         super().__init__(review, data)
         questions = [q for q in self.interaction.get("questions") or [] if isinstance(q, dict)]
-        self.items = [
+        question_forms = [
             QuestionForm(question, data=data, prefix=f"q-{index}")
             for index, question in enumerate(questions)
         ]
+        # Each question's options, readable (their descriptions as Markdown) beside its fields.
+        for item, shown in zip(question_forms, show_questions(questions), strict=True):
+            item.shown = shown
+        self.items = [*question_forms]
 
     def decision(self) -> dict[str, Any]:
         if self.form.cleaned_data["decision"] != "answer":
@@ -168,6 +174,11 @@ class QuestionDecisionForm(InteractionDecisionForm):
 class BlueprintDecisionForm(InteractionDecisionForm):
     template_name = "admin/nitro_assistants/review/decide_blueprint.html"
     decisions = DECISIONS_BY_KIND["blueprint"]
+
+    @property
+    def sections(self) -> list[dict[str, Any]]:
+        """The blueprint's sections, readable."""
+        return show_blueprint(self.interaction.get("blueprint"))
 
     def decision(self) -> dict[str, Any]:
         return self.body()
@@ -198,6 +209,7 @@ class StepForm(forms.Form):
 
     def __init__(self, step: dict[str, Any], **kwargs: Any) -> None:
         self.step = step
+        self.shown: dict[str, Any] = {}
         self.input: dict[str, Any] = dict(step.get("input") or {})
         self.optional = bool(step.get("optional")) and step.get("enabled") is not False
         self.declared = [
@@ -271,10 +283,16 @@ class PlanDecisionForm(InteractionDecisionForm):
 
     def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
         super().__init__(review, data)
-        self.items = [
+        step_forms = [
             StepForm(step, data=data, prefix=f"step-{index}")
             for index, step in enumerate(plan_steps(self.interaction.get("plan")))
         ]
+        # Each step's operation, input and warnings, readable, above its fields.
+        readable = show_plan(self.interaction.get("plan"))
+        for item, shown in zip(step_forms, readable["steps"], strict=True):
+            item.shown = shown
+        self.items = [*step_forms]
+        self.prerequisites = readable["prerequisites"]
 
     @property
     def steps(self) -> list[StepForm]:

@@ -10,6 +10,7 @@ from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 
 DECIDE_PERMISSION = "nitro_assistants.decide_review"
@@ -49,11 +50,20 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     the user may not run (deciding, syncing) answers 403, as every refused POST here does,
     instead of Django's "No action selected" page."""
 
+    class Media:
+        # Every list and page of the app: long model-written values wrap instead of widening it.
+        css = {"all": ["nitro_assistants/admin.css"]}
+
+    def list_title(self, request: HttpRequest) -> str:
+        """The list's title: what it lists ("Threads"), not Django's "Select thread to view"."""
+        return str(capfirst(self.opts.verbose_name_plural))
+
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied  # as Django would, before the query string is looked at
+        extra_context = {"title": self.list_title(request), **(extra_context or {})}
         action = request.POST.get("action") if request.method == "POST" else None
         if action and action in (self.actions or []) and action not in self.get_actions(request):
             raise PermissionDenied

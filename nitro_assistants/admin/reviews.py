@@ -7,15 +7,13 @@ parses, authorizes and reports.
 from __future__ import annotations
 
 import datetime
-import re
-import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, get_script_prefix, path, reverse
@@ -26,7 +24,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from nitro_assistants import rules, services
-from nitro_assistants.admin import metrics
+from nitro_assistants.admin import content, metrics
 from nitro_assistants.admin.conversation import held_conversation, held_summary, pretty_json
 from nitro_assistants.admin.evidence import export_audit_csv, export_audit_jsonl
 from nitro_assistants.admin.filters import (
@@ -52,6 +50,8 @@ from nitro_assistants.admin.policies import (
     quorum_message,
     recorded_message,
 )
+from nitro_assistants.admin.search import review_matches, whole_thread_id
+from nitro_assistants.admin.threads import thread_identity
 from nitro_assistants.exceptions import (
     InteractionConflictError,
     InteractionForbiddenError,
@@ -63,7 +63,6 @@ from nitro_assistants.models.reviews import pending_first
 
 #: A bulk confirmation page (approve, reject) lists at most this many of the reviews it decides.
 CONFIRMATION_PAGE_LISTS = 100
-THREAD_ID_PREFIX = re.compile(r"[0-9a-fA-F]{4,32}|[0-9a-fA-F-]{9,35}")
 
 
 def latest_delivery_state() -> Subquery:
@@ -73,6 +72,18 @@ def latest_delivery_state() -> Subquery:
         .order_by("-first_seen_at", "-pk")
         .values("status")[:1]
     )
+
+
+def review_title(review: Review) -> str:
+    """What the review screen is: "Decide review #12 (tool calls)" while it waits, else
+    "Review #12 (tool calls), applied"."""
+    values = {"pk": review.pk, "kind": review.get_kind_display()}
+    if review.status == Review.Status.PENDING:
+        return _("Decide review #%(pk)s (%(kind)s)") % values
+    return _("Review #%(pk)s (%(kind)s), %(status)s") % {
+        **values,
+        "status": review.get_status_display(),
+    }
 
 
 def short_age(age: datetime.timedelta) -> str:
@@ -147,39 +158,6 @@ def shown_fields(request: HttpRequest) -> list[tuple[str, str]]:
     return [(k, str(request.POST.get(k, ""))) for k in request.POST if k.startswith(SHOWN_PREFIX)]
 
 
-def shown_decision(decision: Decision, review: Review) -> list[dict[str, Any]]:
-    """Each decided item (the reply, or each call) with its action, edits and message."""
-    if decision.answer:  # a typed interaction: the resume value as delivered
-        return [
-            {
-                "name": review.interaction_id or review.kind,
-                "action": decision.answer.get("decision"),
-                "args": pretty_json(decision.answer),
-                "message": "",
-            }
-        ]
-    if decision.reply:
-        reply = decision.reply
-        return [
-            {
-                "name": _("reply"),
-                "action": reply.get("action"),
-                "content": reply.get("content") or "",
-                "message": reply.get("message") or "",
-            }
-        ]
-    names = {call.get("id"): call.get("name") for call in review.tool_calls}
-    return [
-        {
-            "name": names.get(item.get("id")) or item.get("id"),
-            "action": item.get("action"),
-            "args": pretty_json(item["args"]) if "args" in item else "",
-            "message": item.get("message") or "",
-        }
-        for item in decision.tool_calls or []
-    ]
-
-
 def _linkable(link: str) -> str:
     """An operation's link, if it is one a browser should follow (http(s) or a path on this
     site); anything else (``javascript:``...) is shown as text, not as a link."""
@@ -214,8 +192,11 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
         ClaimFilter,
         OverdueFilter,
     ]
-    search_fields = ["thread__thread_id", "payload"]
-    search_help_text = gettext_lazy("A thread id, a tool name, or text of the call or reply.")
+    search_fields = ["thread__thread_id", "thread__subject", "payload"]
+    search_help_text = gettext_lazy(
+        "Who it is about, text of the conversation, a tool name, text of the call or reply, "
+        "or the start of a thread id."
+    )
     list_per_page = 50
     show_full_result_count = False
     actions = ["approve_selected", "reject_selected", export_audit_jsonl, export_audit_csv]
@@ -253,14 +234,10 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
         term = search_term.strip()
         if not term:
             return queryset, False
-        try:
-            return queryset.filter(thread__thread_id=uuid.UUID(term)), False
-        except ValueError:
-            pass
-        matches = Q(payload__icontains=term)
-        if THREAD_ID_PREFIX.fullmatch(term):  # the queue shows the first 8 characters
-            matches |= Q(thread__thread_id__istartswith=term)
-        return queryset.filter(matches), False
+        thread_id = whole_thread_id(term)
+        if thread_id is not None:
+            return queryset.filter(thread__thread_id=thread_id), False
+        return queryset.filter(review_matches(term)), False
 
     def _url_prefixes(self) -> tuple[str, str]:
         """The review and thread changelist URLs, reversed once (per script prefix): the queue
@@ -295,16 +272,10 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             obj.digest,
         )
 
-    @admin.display(description=gettext_lazy("thread"), ordering="thread__thread_id")
+    @admin.display(description=gettext_lazy("about"), ordering="thread__subject")
     def thread_link(self, obj: Review) -> str:
-        thread_id = str(obj.thread.thread_id)
-        return format_html(
-            '<a href="{}{}/change/" title="{}">{}…</a>',
-            self._url_prefixes()[1],
-            obj.thread_id,
-            thread_id,
-            thread_id[:8],
-        )
+        """Who and what the conversation is about, linking to the thread; its short id beside."""
+        return thread_identity(obj.thread, f"{self._url_prefixes()[1]}{obj.thread_id}/change/")
 
     @admin.display(description=gettext_lazy("assistant"), ordering="thread__assistant_key")
     def assistant(self, obj: Review) -> str:
@@ -323,6 +294,10 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
     @admin.display(description=gettext_lazy("delivery"), ordering="delivery_state")
     def delivery(self, obj: Review) -> str:
         return str(getattr(obj, "delivery_state", None) or "—")
+
+    def list_title(self, request: HttpRequest) -> str:
+        status = request.GET.get(QueueStatusFilter.parameter_name, Review.Status.PENDING)
+        return _("Reviews waiting") if status == Review.Status.PENDING else _("Reviews")
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -463,18 +438,19 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             .first()
         )
         pending = review.status == Review.Status.PENDING
+        conversation = held_conversation(review)
         return {
             **self.admin_site.each_context(request),
             "opts": self.opts,
-            "title": _("%(kind)s review #%(pk)s")
-            % {"kind": review.get_kind_display().capitalize(), "pk": review.pk},
-            "subtitle": str(review.thread),
+            "title": review_title(review),
+            # Who and what it is about: under the title, and first in the browser tab's title.
+            "subtitle": review.thread.subject or review.thread.short_id,
             "review": review,
             "thread": review.thread,
             "thread_url": reverse(
                 f"{self.admin_site.name}:nitro_assistants_thread_change", args=[review.thread_id]
             ),
-            "conversation": held_conversation(review),
+            "conversation": conversation,
             "form": form,
             "form_template": form.template_name if form else "",
             "stamp": StampForm.for_review(review),
@@ -482,7 +458,6 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             "decide_allowed": decide_allowed,
             "stale": stale,
             "decision": decision,
-            "decided_items": shown_decision(decision, review) if decision else [],
             "superseded": superseded,
             # What an approved plan's steps did, as they run (their operations' results).
             "step_results": [
@@ -499,7 +474,47 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             "queue_url": reverse(f"{self.admin_site.name}:nitro_assistants_review_changelist"),
             **self.inbox_context(request, review),
             **governance_context(review),
+            **self.readable_context(review, decision),
+            "held_in_conversation": any(message.held for message in conversation),
         }
+
+    def readable_context(self, review: Review, decision: Decision | None) -> dict[str, Any]:
+        """What the review screen's body reads: what is held, and what was decided, drawn for
+        people (:mod:`nitro_assistants.admin.content`) rather than as JSON."""
+        interaction = review.kind in (
+            Review.Kind.QUESTION,
+            Review.Kind.BLUEPRINT,
+            Review.Kind.PLAN,
+        )
+        return {
+            "calls_shown": content.show_calls(review),
+            "interaction_shown": content.show_interaction(review, decision)
+            if interaction
+            else None,
+            "decided_items": content.decided_items(decision, review) if decision else [],
+            "answer_json": pretty_json(decision.answer) if decision and decision.answer else "",
+            "edited_as": self._edited_as(review),
+        }
+
+    def _edited_as(self, review: Review) -> dict[str, Any] | None:
+        """The revision a reviewer's edits made of ``review`` (which they superseded), to link
+        to from it: that is where the decision and what ran are."""
+        if review.status != Review.Status.SUPERSEDED or not review.interaction_id:
+            return None
+        edited = (
+            Review.objects.filter(
+                thread_id=review.thread_id,
+                interaction_id=review.interaction_id,
+                revision__gt=review.revision,
+                origin="user",
+            )
+            .order_by("revision")
+            .only("pk", "revision", "status")
+            .first()
+        )
+        if edited is None:
+            return None
+        return {"review": edited, "url": self.review_url(edited)}
 
     def metrics_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_view_permission(request):

@@ -19,7 +19,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from nitro_assistants import services
-from nitro_assistants.admin.conversation import held_summary, pretty_json, show_message
+from nitro_assistants.admin.content import show_value
+from nitro_assistants.admin.conversation import held_summary, show_message
 from nitro_assistants.admin.evidence import export_audit_csv, export_audit_jsonl
 from nitro_assistants.admin.options import (
     ReadOnlyAdmin,
@@ -27,10 +28,32 @@ from nitro_assistants.admin.options import (
     can_decide,
     object_or_404,
 )
+from nitro_assistants.admin.search import conversation_matches, whole_thread_id
 from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.models import Delivery, Event, Review, Run, Thread
 
 SYNC_ERRORS = (NitroAssistantsError, requests.RequestException)
+
+
+def shown(value: Any) -> SafeString:
+    """A value as the review screens draw it: text as text, an object as key/value rows, long
+    content collapsed to its first line (the template escapes every value)."""
+    return render_to_string(
+        "admin/nitro_assistants/content/value.html", {"value": show_value(value)}
+    )
+
+
+def thread_identity(thread: Any, url: str) -> SafeString:
+    """A thread as lists show it: its subject as the link, and the start of its id (the whole
+    id on hover), so no row is identified by a bare truncated UUID."""
+    return format_html(
+        '<a class="nitro-about" href="{}" title="{} · {}">{}</a> <span class="nitro-muted nitro-short-id">{}…</span>',
+        url,
+        thread.subject,
+        thread.thread_id,
+        thread.subject or _("(no message yet)"),
+        thread.short_id,
+    )
 
 
 class RunInline(ReadOnlyInline):
@@ -42,9 +65,13 @@ class RunInline(ReadOnlyInline):
         "remote_run_id",
         "created_at",
         "finished_at",
-        "error",
+        "shown_error",
     )
     ordering = ["created_at"]
+
+    @admin.display(description=gettext_lazy("error"))
+    def shown_error(self, obj: Run) -> SafeString:
+        return shown(obj.error)
 
 
 class ReviewInline(ReadOnlyInline):
@@ -89,16 +116,21 @@ class EventInline(ReadOnlyInline):
     ordering = ["at", "pk"]
 
     @admin.display(description=gettext_lazy("data"))
-    def shown_data(self, obj: Event) -> str:
-        return format_html("<code>{}</code>", pretty_json(obj.data) if obj.data else "")
+    def shown_data(self, obj: Event) -> SafeString:
+        return shown(obj.data)
 
 
 @admin.register(Thread)
 class ThreadAdmin(ReadOnlyAdmin):
-    list_display = ["thread_id", "assistant_key", "status", "created_at", "synced_at"]
+    list_display = ["about", "assistant_key", "status", "created_at", "synced_at"]
+    list_display_links = None  # "about" links to the thread itself
     list_filter = ["status", "assistant_key"]
-    search_fields = ["=thread_id"]
+    search_fields = ["=thread_id", "subject"]
+    search_help_text = gettext_lazy(
+        "Who it is about, text of the conversation, or the start of a thread id."
+    )
     fields = readonly_fields = (
+        "subject",
         "thread_id",
         "assistant_key",
         "status",
@@ -127,16 +159,22 @@ class ThreadAdmin(ReadOnlyAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Thread], search_term: str
     ) -> tuple[QuerySet[Thread], bool]:
-        import uuid
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        thread_id = whole_thread_id(term)
+        if thread_id is not None:
+            return queryset.filter(thread_id=thread_id), False
+        return queryset.filter(conversation_matches(term)), False
 
-        try:
-            return queryset.filter(thread_id=uuid.UUID(search_term.strip())), False
-        except ValueError:
-            return queryset.none() if search_term.strip() else queryset, False
+    @admin.display(description=gettext_lazy("about"), ordering="subject")
+    def about(self, obj: Thread) -> SafeString:
+        url = reverse(f"{self.admin_site.name}:nitro_assistants_thread_change", args=[obj.pk])
+        return thread_identity(obj, url)
 
     @admin.display(description=gettext_lazy("context"))
-    def shown_context(self, obj: Thread) -> str:
-        return format_html("<pre>{}</pre>", pretty_json(obj.context or {}))
+    def shown_context(self, obj: Thread) -> SafeString:
+        return shown(obj.context or {})
 
     @admin.display(description=gettext_lazy("conversation"))
     def conversation(self, obj: Thread) -> SafeString:

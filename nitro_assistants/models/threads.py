@@ -7,6 +7,8 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from nitro_assistants import subjects
+
 
 class Thread(models.Model):
     """One conversation on the Assistants API, mirrored."""
@@ -32,6 +34,13 @@ class Thread(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.IDLE)
     values = models.JSONField(_("state snapshot"), default=dict, blank=True)
     context = models.JSONField(default=dict, blank=True)
+    subject = models.CharField(
+        _("about"),
+        max_length=subjects.SUBJECT_LENGTH,
+        blank=True,
+        editable=False,
+        help_text=_("Who and what the conversation is about (the THREAD_SUBJECT setting)."),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     synced_at = models.DateTimeField(null=True, blank=True)
@@ -45,7 +54,25 @@ class Thread(models.Model):
         ]
 
     def __str__(self) -> str:
+        # What every list showing a thread (events, runs, deliveries) reads: who it is about.
+        if self.subject:
+            return f"{self.subject} ({self.short_id}…)"
         return f"{self.assistant_key} {self.thread_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # The subject is computed here, whenever what it is computed from is written, so lists
+        # read a column instead of calling THREAD_SUBJECT per row.
+        fields = kwargs.get("update_fields")
+        if fields is None or {"context", "values"} & set(fields):
+            self.subject = subjects.describe(self)
+            if fields is not None:
+                kwargs["update_fields"] = {*fields, "subject"}
+        super().save(*args, **kwargs)
+
+    @property
+    def short_id(self) -> str:
+        """The first 8 characters of the remote id: what lists show beside the subject."""
+        return str(self.thread_id)[:8]
 
     @property
     def messages(self) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@ error, stale forms, and the read-only record of decided and superseded reviews."
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -42,8 +43,11 @@ def test_conversation_is_cut_at_the_held_call_with_roles_and_formatted_args(
     assert 'class="nitro-msg nitro-ai nitro-held-msg"' in html
     assert "LATER-RESULT" not in html
     assert "held for review" in html
-    assert "&quot;appointment_id&quot;: 42" in html  # indented JSON, one key per line
-    assert "{\n  &quot;" in html
+    # The held call's arguments as key/value rows, not JSON.
+    assert (
+        '<tr><th scope="row"><code>appointment_id</code></th>'
+        '<td><span class="nitro-text">42</span></td></tr>'
+    ) in html
     # The form carries what it was rendered from.
     assert f'name="interrupt_id" value="{review.interrupt_id}"' in html
     assert 'name="revision" value="1"' in html
@@ -478,7 +482,22 @@ def test_edited_decision_shows_the_edited_arguments(superuser_client: Client) ->
     )
     html = superuser_client.get(review_url(review)).content.decode()
     assert "nitro-action-edit" in html
-    assert "&quot;day&quot;: &quot;Friday&quot;" in html
+    # What the model proposed beside what the reviewer approved, the changed argument marked.
+    decided = html.split('class="nitro-side-by-side"')[1].split("</table>")[0]
+    rows = re.findall(r'<tr class="(nitro-\w+)"><th scope="row"><code>(\w+)</code>', decided)
+    # (In the order the database keeps the arguments: PostgreSQL's jsonb sorts keys.)
+    assert dict((name, marked) for marked, name in rows) == {
+        "appointment_id": "nitro-same",
+        "day": "nitro-changed",
+        "time": "nitro-same",
+    }
+    changed = decided.split("<code>day</code>")[1]
+    assert re.search(
+        r'nitro-proposed">\s*<span class="nitro-text">Tuesday</span>.*'
+        r'nitro-approved">\s*<span class="nitro-text">Friday</span>',
+        changed,
+        re.S,
+    )
 
 
 def test_superseded_review_is_read_only_with_the_reason(reviewer_client: Client) -> None:
@@ -576,3 +595,27 @@ def test_float_and_null_arguments() -> None:
     )
     assert not bad.is_valid()
     assert bad.calls[0].errors["arg__amount"] == ["Enter a number."]  # type: ignore[attr-defined]
+
+
+def test_long_content_collapses_to_its_first_line(reviewer_client: Client) -> None:
+    report = "Boiler service report\n" + "\n".join(f"line {n}: pressure ok" for n in range(40))
+    review = make_tool_review(
+        [
+            {
+                "id": "call_1",
+                "name": "file_report",
+                "args": {"report": report, "ticket": 1234},
+                "allowed_decisions": ["approve", "reject"],
+            }
+        ]
+    )
+    messages = review.thread.values["messages"]
+    messages.insert(1, {"type": "tool", "id": "t0", "name": "fetch_report", "content": report * 3})
+    review.thread.save()
+    html = reviewer_client.get(review_url(review)).content.decode()
+    collapsed = re.findall(r'<details class="nitro-long"><summary>([^<]*)', html)
+    # The long tool result, and the long argument both in the conversation and in the form (a
+    # call that cannot be edited shows its arguments as rows); short values stay open.
+    assert collapsed.count("Boiler service report ") == 3, collapsed
+    assert '<code>ticket</code></th><td><span class="nitro-text">1234</span>' in html
+    assert "<summary>Can I move my appointment" not in html
