@@ -65,7 +65,11 @@ def test_an_agent_inbox_pause_is_mirrored_and_an_edit_applied(
         "review_requested",
         "review_decided",
         "review_applied",
+        "decision_recorded",
     ]
+    record = Event.objects.get(review=review, verb="decision_recorded").data
+    assert record["proposed"] == {"pauses": review.payload["pauses"]}
+    assert record["decided"]["answer"] == decision.answer
 
 
 def test_sequential_pauses_are_new_reviews_and_a_stale_answer_is_superseded(
