@@ -17,13 +17,17 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from nitro_assistants.client.results import INTERACTION_KINDS as INTERACTION_KINDS
+from nitro_assistants.client.results import DIALECT_KINDS as DIALECT_KINDS
 from nitro_assistants.client.results import (
+    INBOX,
+    INTERRUPT,
     REPLY_DECISIONS,
     TOOL_DECISIONS,
     PendingReview,
+    is_interrupt_id,
 )
-from nitro_assistants.client.review import build_resume
+from nitro_assistants.client.results import INTERACTION_KINDS as INTERACTION_KINDS
+from nitro_assistants.client.review import build_resume, dialect_resume
 from nitro_assistants.exceptions import (
     InteractionConflictError,
     InteractionDecisionError,
@@ -39,8 +43,12 @@ BLUEPRINT: Final = "blueprint"
 PLAN: Final = "plan"
 #: Held tool calls and reply drafts (HumanInTheLoopMiddleware and our reply contract, §4, §6).
 REVIEW_KINDS: Final = (TOOL_CALLS, REPLY)
+#: Pauses of graphs of their own (§9): an Agent Inbox request (``inbox``), any other
+#: ``interrupt(value)`` (``interrupt``).
+INBOX_KIND: Final = INBOX
+INTERRUPT_KIND: Final = INTERRUPT
 #: Every kind a review can be, in the order the admin lists them.
-KINDS: Final = (*REVIEW_KINDS, *INTERACTION_KINDS)
+KINDS: Final = (*REVIEW_KINDS, *INTERACTION_KINDS, *DIALECT_KINDS)
 #: Where an interaction keeps its content (§8).
 CONTENT_KEY: Final = {QUESTION: "questions", BLUEPRINT: "blueprint", PLAN: "plan"}
 
@@ -68,20 +76,40 @@ REVISION_REQUESTED: Final = "revision_requested"
 CANCELLED: Final = "cancelled"
 EXECUTING: Final = "executing"
 COMPLETED: Final = "completed"
+DISMISSED: Final = "dismissed"
 
 #: Tool-call and reply reviews: decided (stored, resume enqueued), then applied on the server,
 #: or failed there; superseded when the thread moved past the pause.
 REVIEW_LIFECYCLE: Final[dict[str, tuple[str, ...]]] = {
-    PENDING: (DECIDED, SUPERSEDED),
+    PENDING: (DECIDED, SUPERSEDED, DISMISSED),
     DECIDED: (APPLIED, FAILED, SUPERSEDED),
     APPLIED: (),
     FAILED: (),
     SUPERSEDED: (),
+    DISMISSED: (),
+}
+#: Pauses of graphs of their own (§9): as tool calls and replies, and failed straight from
+#: pending when the graph refused an answer and is stuck on the pause (then only dismissed).
+DIALECT_LIFECYCLE: Final[dict[str, tuple[str, ...]]] = {
+    PENDING: (DECIDED, SUPERSEDED, DISMISSED, FAILED),
+    DECIDED: (APPLIED, FAILED, SUPERSEDED),
+    APPLIED: (),
+    FAILED: (DISMISSED,),
+    SUPERSEDED: (),
+    DISMISSED: (),
 }
 #: Typed interactions (§8): the decision names the status (an approved plan executes its steps
 #: and ends completed or failed); a decision the assistant could not be told of fails it.
 INTERACTION_LIFECYCLE: Final[dict[str, tuple[str, ...]]] = {
-    PENDING: (ANSWERED, ACCEPTED, REVISION_REQUESTED, CANCELLED, EXECUTING, SUPERSEDED),
+    PENDING: (
+        ANSWERED,
+        ACCEPTED,
+        REVISION_REQUESTED,
+        CANCELLED,
+        EXECUTING,
+        SUPERSEDED,
+        DISMISSED,
+    ),
     ANSWERED: (FAILED, SUPERSEDED),
     ACCEPTED: (FAILED, SUPERSEDED),
     REVISION_REQUESTED: (FAILED, SUPERSEDED),
@@ -90,10 +118,12 @@ INTERACTION_LIFECYCLE: Final[dict[str, tuple[str, ...]]] = {
     COMPLETED: (),
     FAILED: (),
     SUPERSEDED: (),
+    DISMISSED: (),
 }
 TRANSITIONS: Final[dict[str, dict[str, tuple[str, ...]]]] = {
     **{kind: REVIEW_LIFECYCLE for kind in REVIEW_KINDS},
     **{kind: INTERACTION_LIFECYCLE for kind in INTERACTION_KINDS},
+    **{kind: DIALECT_LIFECYCLE for kind in DIALECT_KINDS},
 }
 #: The interaction's status once a decision is recorded.
 STATUS_AFTER: Final = {
@@ -141,6 +171,9 @@ BODY_FIELDS: Final = (
 )
 #: The fields a tool-call or reply decision body may carry.
 REVIEW_BODY_FIELDS: Final = ("revision", "digest", "interrupt_id", "tool_calls", "reply", "note")
+#: The fields a decision on ``inbox``/``interrupt`` pauses may carry: ``answer`` (the pause
+#: ``interrupt_id`` names, or the only one) or ``answers`` (``{interrupt_id: answer}``).
+DIALECT_BODY_FIELDS: Final = ("revision", "digest", "interrupt_id", "answer", "answers", "note")
 
 
 def _invalid(field: str, *issues: str) -> InteractionDecisionError:
@@ -171,10 +204,13 @@ def interaction_digest(interaction: Mapping[str, Any]) -> str:
 
 
 def review_digest(kind: str, payload: Mapping[str, Any]) -> str:
-    """SHA-256 of what a reviewer is shown of a review: an interaction's content, or the held
-    tool calls / reply draft."""
+    """SHA-256 of what a reviewer is shown of a review: an interaction's content, the pauses of
+    a graph of its own, or the held tool calls / reply draft."""
     if kind in INTERACTION_KINDS and isinstance(payload.get("interaction"), Mapping):
         return interaction_digest(payload["interaction"])
+    if kind in DIALECT_KINDS:
+        pauses = payload.get("pauses") or []
+        return hashlib.sha256(canonical_json({"pauses": pauses}).encode()).hexdigest()
     shown = {"tool_calls": payload.get("tool_calls") or [], "reply": payload.get("reply")}
     return hashlib.sha256(canonical_json(shown).encode()).hexdigest()
 
@@ -293,6 +329,48 @@ def clean_review_decision(pending: PendingReview, body: Mapping[str, Any]) -> di
     return {"reply": None, "tool_calls": items, "note": note.strip()}
 
 
+def clean_dialect_decision(pending: PendingReview, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a decision on ``inbox``/``interrupt`` pauses against them with the client's own
+    rules (a wrong Agent Inbox shape wedges the thread for good, §9) and return what is kept:
+    ``{"answers": {interrupt_id: resume value}, "note": str}`` (an Agent Inbox response as the
+    one ``{"type", "args"}``; the client wraps it in the list the graph expects).
+
+    ``body`` holds ``answer`` (for the pause ``interrupt_id`` names, else the only one pending)
+    or ``answers: {interrupt_id: answer}`` for several, and an optional ``note``. Raises
+    :class:`ThreadResumptionError` (an :class:`InteractionDecisionError` naming the field).
+    """
+    unknown = sorted(set(body) - set(DIALECT_BODY_FIELDS))
+    if unknown:
+        raise _invalid(unknown[0], *(f"Unknown field `{name}`" for name in unknown))
+    if pending.kind not in DIALECT_KINDS:
+        raise ThreadResumptionError(f"A {pending.kind} review is not answered with `answer`")
+    if ("answer" in body) == ("answers" in body):
+        raise _invalid("answer", "Pass exactly one of answer or answers")
+    note = body.get("note", "")
+    if not isinstance(note, str) or len(note) > MAX_NOTE:
+        raise _invalid("note", f"`note` must be a string of at most {MAX_NOTE} characters")
+    if "answers" in body:
+        answers = body["answers"]
+        if not isinstance(answers, Mapping) or not answers:
+            raise _invalid("answers", "`answers` must be an object: {interrupt_id: answer}")
+        named: dict[str | None, Any] = dict(answers)
+    else:
+        interrupt_id = body.get("interrupt_id") or None
+        if interrupt_id is None and len(pending.pauses) > 1:
+            raise _invalid("interrupt_id", "Several pauses are pending: name the interrupt_id")
+        named = {interrupt_id or pending.interrupt_id: body["answer"]}
+    try:
+        resume = dialect_resume(pending, named)
+    except ThreadResumptionError as exc:
+        field = "answers" if "answers" in body else "answer"
+        raise _invalid(field, str(exc)) from None
+    if not isinstance(resume, dict) or not all(is_interrupt_id(k) for k in resume):
+        raise _invalid("answer", "These pauses have no interrupt ids: they cannot be answered")
+    kinds = {pause.interrupt_id: pause.kind for pause in pending.pauses}
+    kept = {k: (v[0] if kinds.get(k) == INBOX else v) for k, v in resume.items()}
+    return {"answers": kept, "note": note.strip()}
+
+
 #: What one held call's decision, and a reply's, may hold.
 TOOL_CALL_FIELDS: Final = ("id", "action", "args", "message")
 REPLY_FIELDS: Final = ("action", "content", "message")
@@ -334,8 +412,10 @@ def reject_everything(
 
 def same_review_decision(recorded: Mapping[str, Any], cleaned: Mapping[str, Any]) -> bool:
     """Whether a recorded tool-call/reply decision is the one ``cleaned`` describes (a replay)."""
-    return recorded.get("reply") == cleaned.get("reply") and (
-        recorded.get("tool_calls") == cleaned.get("tool_calls")
+    return (
+        recorded.get("reply") == cleaned.get("reply")
+        and recorded.get("tool_calls") == cleaned.get("tool_calls")
+        and recorded.get("answers") == cleaned.get("answers")
     )
 
 

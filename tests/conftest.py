@@ -11,6 +11,9 @@ from nitro_assistants.testing.launchers import LangGraphServer
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = ROOT / "tests" / "graphs" / "agents.py"
 GRAPH_NAMES = ("walkthrough", "tools", "per_call", "plain", "interactions", "refunds")
+#: Graphs pausing in other dialects (docs/protocol.md §9): Agent Inbox, plain interrupt() values.
+DIALECTS = ROOT / "tests" / "graphs" / "dialects.py"
+DIALECT_GRAPHS = ("inbox", "plain_interrupt", "parallel", "schema")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -29,7 +32,10 @@ def langgraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangG
     """The real LangGraph Agent Server running the graphs of tests/graphs/agents.py."""
     server = LangGraphServer(
         workdir=tmp_path_factory.mktemp("langgraph"),
-        graphs={name: f"{GRAPHS}:{name}" for name in GRAPH_NAMES},
+        graphs={
+            **{name: f"{GRAPHS}:{name}" for name in GRAPH_NAMES},
+            **{name: f"{DIALECTS}:{name}" for name in DIALECT_GRAPHS},
+        },
         dependencies=[str(ROOT)],
     ).start()
     try:

@@ -100,6 +100,11 @@ NITRO_ASSISTANTS = {
         "plain": {"api_key": "test-key", "assistant_id": "plain"},
         "interactions": {"api_key": "test-key", "assistant_id": "interactions"},
         "refunds": {"api_key": "test-key", "assistant_id": "refunds"},
+        # graphs pausing in other dialects (tests/graphs/dialects.py, docs/protocol.md §9)
+        "inbox": {"api_key": "test-key", "assistant_id": "inbox"},
+        "plain_interrupt": {"api_key": "test-key", "assistant_id": "plain_interrupt"},
+        "parallel": {"api_key": "test-key", "assistant_id": "parallel"},
+        "schema": {"api_key": "test-key", "assistant_id": "schema"},
     },
     "DELIVERY_PENDING_AFTER": 300,
     "RUN_MODE": os.environ.get("NITRO_TEST_RUN_MODE", "wait"),

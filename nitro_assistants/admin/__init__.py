@@ -11,6 +11,7 @@ from __future__ import annotations
 from nitro_assistants.admin import (
     api_keys,
     deliveries,
+    dialect_forms,
     events,
     interactions,
     notifications,
@@ -26,6 +27,7 @@ __all__ = [
     "ReadOnlyAdmin",
     "api_keys",
     "deliveries",
+    "dialect_forms",
     "events",
     "interactions",
     "notifications",

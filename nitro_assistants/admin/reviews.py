@@ -55,6 +55,7 @@ from nitro_assistants.admin.threads import thread_identity
 from nitro_assistants.exceptions import (
     InteractionConflictError,
     InteractionForbiddenError,
+    NitroAssistantsError,
     PolicyForbiddenError,
     ThreadResumptionError,
 )
@@ -359,6 +360,10 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
         form: ReviewDecisionForm | None = None
         stale = False
         status = 200
+        if request.method == "POST" and "_dismiss" in request.POST:
+            if not decide_allowed:
+                raise PermissionDenied
+            return self._dismiss(request, review)
         if request.method == "POST":
             if not decide_allowed:
                 raise PermissionDenied
@@ -412,6 +417,20 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             request, "admin/nitro_assistants/review/review.html", context, status=status
         )
 
+    def _dismiss(self, request: HttpRequest, review: Review) -> HttpResponse:
+        """End the pause without answering it (Agent Inbox's "ignore thread")."""
+        try:
+            services.dismiss(review.pk, request.user, via="admin")
+        except InteractionForbiddenError:
+            raise PermissionDenied from None
+        except NitroAssistantsError as exc:  # no longer pending, moved past, server refused
+            messages.error(request, str(exc))
+        else:
+            messages.success(
+                request, _("The pause of review #%(pk)s was dismissed.") % {"pk": review.pk}
+            )
+        return HttpResponseRedirect(self.review_url(review))
+
     def review_context(
         self,
         request: HttpRequest,
@@ -455,6 +474,11 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             "form_template": form.template_name if form else "",
             "stamp": StampForm.for_review(review),
             "can_decide": decide_allowed and pending and form is not None,
+            "can_dismiss": decide_allowed
+            and rules.may_move(review.kind, review.status, rules.DISMISSED),
+            "stuck_error": review.payload.get("error")
+            if review.kind in rules.DIALECT_KINDS and review.status == Review.Status.FAILED
+            else None,
             "decide_allowed": decide_allowed,
             "stale": stale,
             "decision": decision,

@@ -280,6 +280,8 @@ def _review_schemas() -> dict[str, Any]:
             "tool_calls",
             "reply",
             "interaction",
+            "pauses",
+            "stuckError",
             "decision",
         ],
         "properties": {
@@ -305,6 +307,17 @@ def _review_schemas() -> dict[str, Any]:
                 "oneOf": [_ref("Interaction"), {"type": "null"}],
                 "description": "On a question, blueprint or plan: as the session endpoints show "
                 "it.",
+            },
+            "pauses": {
+                "type": ["array", "null"],
+                "items": _ref("Pause"),
+                "description": "On an inbox or interrupt review: each pending pause (several "
+                "when branches paused at once).",
+            },
+            "stuckError": {
+                **nullable_text,
+                "description": "On a failed inbox or interrupt review: the graph's error when it "
+                "refused an answer and is stuck on the pause (only dismissing is left).",
             },
             "decision": {"oneOf": [_ref("ReviewDecision"), {"type": "null"}]},
         },
@@ -376,17 +389,55 @@ def _review_schemas() -> dict[str, Any]:
             "description": "A decision on a reply draft.",
             "properties": {**_stamp(), "reply": _ref("ReplyDecision")},
         },
+        "PauseDecisionRequest": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["revision", "digest"],
+            "description": "A decision on inbox or interrupt pauses: `answer` for the pause "
+            "`interrupt_id` names (or the only one), or `answers` by interrupt id. An inbox "
+            'answer is one Agent Inbox HumanResponse `{"type": "accept"|"edit"|"response"|'
+            '"ignore", "args"}` of a type its config allows; an interrupt answer is the JSON '
+            "value to resume with, valid against its `responseSchema` if it has one.",
+            "properties": {
+                **_stamp(),
+                "interrupt_id": {"type": "string"},
+                "answer": {"description": "The answer to one pause."},
+                "answers": {"type": "object", "minProperties": 1},
+                "note": {"type": "string", "maxLength": MAX_NOTE},
+            },
+        },
         "ReviewDecisionRequest": {
             "description": "Held tool calls and a reply draft take their own body; a typed "
-            "interaction takes the interaction body (as the session decide endpoint).",
+            "interaction takes the interaction body (as the session decide endpoint); inbox "
+            "and interrupt pauses take answers.",
             "oneOf": [
                 _ref("ToolCallsDecisionRequest"),
                 _ref("ReplyDecisionRequest"),
                 _ref("DecisionRequest"),
+                _ref("PauseDecisionRequest"),
             ],
         },
     }
     return {
+        "Pause": {
+            "type": "object",
+            "required": ["interruptId", "kind", "value", "responseSchema", "allowed"],
+            "properties": {
+                "interruptId": {"type": "string"},
+                "kind": {"type": "string", "enum": list(rules.DIALECT_KINDS)},
+                "value": {"description": "The interrupt's value as the graph gave it."},
+                "responseSchema": {"type": ["object", "null"]},
+                "actionRequest": {"type": ["object", "null"]},
+                "allowed": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "The Agent Inbox response types its config allows.",
+                },
+                "description": {**nullable_text, "description": "Markdown (Agent Inbox)."},
+                "question": nullable_text,
+                "options": {"type": ["array", "null"]},
+            },
+        },
         "HeldToolCall": {
             "type": "object",
             "required": ["id", "name", "args", "allowed_decisions"],
@@ -531,6 +582,21 @@ def _review_paths(read_errors: dict[str, Any], decide_errors: dict[str, Any]) ->
                 "responses": {
                     "200": _ok("The review.", _ref("ReviewWithConversation")),
                     **read_errors,
+                },
+            }
+        },
+        "/reviews/{reviewId}/dismiss": {
+            "post": {
+                "operationId": "dismissReview",
+                "summary": "End a review's pause without answering it",
+                "description": "Agent Inbox's \"ignore thread\": the thread's pause ends and the "
+                "assistant reads no answer. Needs `nitro_assistants.decide_review`; audited. A "
+                "pending review, or an inbox/interrupt review failed because the graph is stuck "
+                "on it. The response is the review dismissed.",
+                "parameters": [REVIEW],
+                "responses": {
+                    "200": _ok("The review dismissed.", _ref("ReviewWithConversation")),
+                    **decide_errors,
                 },
             }
         },

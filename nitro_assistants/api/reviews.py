@@ -18,10 +18,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from nitro_assistants import rules, services
 from nitro_assistants.api.errors import ApiError, refused
 from nitro_assistants.api.views import _json_body, _page_params, endpoint
-from nitro_assistants.client.results import REPLY_DECISIONS, message_text
+from nitro_assistants.client.results import INBOX_TYPES, REPLY_DECISIONS, message_text
 from nitro_assistants.conf import app_settings
 from nitro_assistants.conversation import held_call_ids, held_messages, role_of
-from nitro_assistants.exceptions import ThreadResumptionError
+from nitro_assistants.exceptions import ReviewSupersededError, ThreadResumptionError
 from nitro_assistants.models import Decision, Review
 from nitro_assistants.services.interactions import describe
 from nitro_assistants.services.reviews import DECIDE_PERMISSION
@@ -74,6 +74,8 @@ def describe_review(review: Review) -> dict[str, Any]:
         "tool_calls": None,
         "reply": None,
         "interaction": None,
+        "pauses": None,
+        "stuckError": None,
         "decision": _decision(review),
     }
     if review.kind == Review.Kind.TOOL_CALLS:
@@ -97,6 +99,27 @@ def describe_review(review: Review) -> dict[str, Any]:
         }
     elif review.kind in rules.INTERACTION_KINDS:
         shown["interaction"] = describe(review)
+    elif review.kind in rules.DIALECT_KINDS:
+        shown["pauses"] = [
+            {
+                "interruptId": str(pause.get("interrupt_id") or ""),
+                "kind": str(pause.get("kind") or ""),
+                "value": pause.get("value"),
+                "responseSchema": pause.get("response_schema"),
+                "actionRequest": pause.get("action_request"),
+                "allowed": [
+                    t
+                    for t, flag in INBOX_TYPES.items()
+                    if (pause.get("config") or {}).get(flag) is True
+                ],
+                "description": pause.get("description"),
+                "question": pause.get("question"),
+                "options": pause.get("options"),
+            }
+            for pause in review.payload.get("pauses") or []
+            if isinstance(pause, dict)
+        ]
+        shown["stuckError"] = review.payload.get("error") if review.status == "failed" else None
     return shown
 
 
@@ -233,3 +256,17 @@ def decide(request: HttpRequest, user: Any, review_id: str) -> HttpResponse:
         )
         raise refused(error, field=held or None) from None
     return JsonResponse(describe_with_conversation(_reviews().get(pk=decision.review_id)))
+
+
+@endpoint("POST")
+def dismiss(request: HttpRequest, user: Any, review_id: str) -> HttpResponse:
+    """End the review's pause without answering it (Agent Inbox's "ignore thread"); needs
+    ``decide_review``. The answer is the review dismissed."""
+    shown = _review_for(user, review_id)
+    try:
+        services.dismiss(shown.pk, user, via="api")
+    except ReviewSupersededError as error:
+        raise ApiError(409, "conflict", str(error)) from None
+    except ThreadResumptionError as error:
+        raise refused(error) from None
+    return JsonResponse(describe_with_conversation(_reviews().get(pk=shown.pk)))

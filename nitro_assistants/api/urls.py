@@ -24,6 +24,7 @@ urlpatterns = [
     path("reviews", reviews.reviews, name="reviews"),
     path("reviews/<str:review_id>", reviews.review, name="review"),
     path("reviews/<str:review_id>/decide", reviews.decide, name="review_decide"),
+    path("reviews/<str:review_id>/dismiss", reviews.dismiss, name="review_dismiss"),
     path("openapi.json", views.openapi, name="openapi"),
     # Anything else under the prefix answers 404 in the envelope too, not Django's HTML page.
     re_path(r"^(?P<rest>.*)$", views.not_found, name="not_found"),

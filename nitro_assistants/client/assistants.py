@@ -19,6 +19,7 @@ from nitro_assistants.client.http import (
     detail_of,
 )
 from nitro_assistants.client.results import (
+    DIALECT_KINDS,
     PendingReview,
     ResultShapeError,
     ReviewShapeError,
@@ -116,20 +117,34 @@ def _superseded(
     )
 
 
-def _interrupts_of(state: Mapping[str, Any]) -> Any:
-    """The pending interrupts of a thread state: its ``interrupts``, else its tasks'."""
+def _interrupts_of(
+    state: Mapping[str, Any], thread_id: str, error: type[NitroAssistantsError]
+) -> Any:
+    """The pending interrupts of a thread state: its ``interrupts``, else its tasks'. Tasks
+    that are not objects are an unreadable state (``error``), not a pause."""
     interrupts = state.get("interrupts")
     if isinstance(interrupts, list) or interrupts:
-        return interrupts  # an odd shape is pending_review's to refuse
+        return interrupts  # any shape is a pause pending_review reads
     tasks = state.get("tasks") or []
-    if not isinstance(tasks, list):
-        return tasks
+    if not isinstance(tasks, list) or not all(isinstance(task, dict) for task in tasks):
+        raise error(f"Thread {thread_id}'s state is unreadable: its tasks are not objects")
     found: list[Any] = []
     for task in tasks:
-        if not isinstance(task, dict):
-            return tasks  # refused as unreadable by pending_review
         found.extend(task.get("interrupts") or [])
     return found
+
+
+def _stuck_on(state: Mapping[str, Any]) -> str | None:
+    """The graph's error when it refused an answer and the thread is stuck on the pause: a task
+    with an ``error`` that still lists the interrupt (docs/protocol.md §9). ``status: "error"``
+    alone says nothing: a thread can be in error with a pause still answerable."""
+    tasks = state.get("tasks")
+    if not isinstance(tasks, list):
+        return None
+    for task in tasks:
+        if isinstance(task, dict) and task.get("error") and task.get("interrupts"):
+            return str(task["error"])[:2000]
+    return None
 
 
 def _now() -> str:
@@ -327,7 +342,7 @@ class Assistants:
             return result
         # A joined run reports its values without the pause: read the thread to see one.
         state = self.thread_state(thread_id)
-        interrupts = _interrupts_of(state)
+        interrupts = _interrupts_of(state, thread_id, RunError)
         if interrupts:
             return self._build(
                 state.get("values") or {}, thread_id, RunError, interrupts=interrupts, run_id=run_id
@@ -447,7 +462,9 @@ class Assistants:
         values = state.get("values") or {}
         messages = values.get("messages") if isinstance(values, dict) else None
         try:
-            return pending_review(_interrupts_of(state), messages or [])
+            return pending_review(
+                _interrupts_of(state, thread_id, error), messages or [], _stuck_on(state)
+            )
         except ReviewShapeError as exc:
             raise error(f"Thread {thread_id} is paused on something unreadable: {exc}") from None
 
@@ -571,17 +588,24 @@ class Assistants:
         context: dict[str, Any] | None = None,
         answer: Any = None,
         pending: PendingReview | None = None,
+        answers: Mapping[str, Any] | None = None,
     ) -> RunResult:
         """Resume a paused thread with a reviewer's decision and return the resumed run.
 
         Pass exactly one of ``reply`` or ``tool_calls`` (or ``answer``, the resume value of a
-        typed interaction), matching the pause. Everything is validated against the pause
+        typed interaction), matching the pause. An ``"inbox"`` or ``"interrupt"`` pause is
+        answered with ``answer`` (the pause ``interrupt_id`` names: an Agent Inbox
+        ``HumanResponse`` ``{"type", "args"}``, or the JSON value to resume a plain interrupt
+        with), or several at once with ``answers`` (``{interrupt_id: answer}``); pauses not
+        named stay pending. Everything is validated against the pause
         before the resume is sent. A pause the thread has moved past raises
         :class:`ReviewSupersededError`, and nothing is applied.
 
         ``pending`` is the pause the reviewer was shown, if the caller holds it already (from
         :meth:`under_review`, or stored): the thread's state is then not read again before the
-        resume. The server still refuses a pause the thread has moved past (the resume is keyed
+        resume, except for an ``"inbox"`` or ``"interrupt"`` pause: a graph pausing twice in one
+        node applies a resume keyed by the first pause's id to the second one (docs/protocol.md
+        §9), so the state is read to check the pause is still pending. The server still refuses a pause the thread has moved past (the resume is keyed
         by interrupt id), and that still raises :class:`ReviewSupersededError`. A pause whose
         interrupt ids are not keys the server checks is read again all the same.
         """
@@ -597,6 +621,7 @@ class Assistants:
             answer,
             None,
             pending,
+            answers,
         )
         # Checkpoints carry the state (like "values") and what runs next: the last one says
         # whether the run ended, which a stream cut short would not otherwise tell.
@@ -617,6 +642,7 @@ class Assistants:
         webhook: str | None = None,
         metadata: dict[str, Any] | None = None,
         pending: PendingReview | None = None,
+        answers: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """:meth:`review`, sent as a background run: validated and checked the same way, but it
         returns the run object at once. Read the outcome with :meth:`review_result`."""
@@ -632,6 +658,7 @@ class Assistants:
             answer,
             metadata,
             pending,
+            answers,
         )
         if webhook:
             body["webhook"] = webhook
@@ -675,9 +702,38 @@ class Assistants:
             state.get("values") or {},
             thread_id,
             ThreadResumptionError,
-            interrupts=_interrupts_of(state),
+            interrupts=_interrupts_of(state, thread_id, ThreadResumptionError),
             run_id=run_id,
         )
+
+    def dismiss(self, thread_id: str, interrupt_ids: Iterable[str] | None = None) -> None:
+        """End the thread's pause without answering it: Agent Inbox's "ignore thread", a state
+        update to ``__end__`` (``POST /threads/{id}/state``), not a resume. The thread goes idle
+        with nothing pending; the graph never reads an answer.
+
+        ``interrupt_ids`` are the pauses the reviewer was shown: when none of them is pending any
+        more, :class:`ReviewSupersededError` is raised and nothing is changed.
+        """
+        thread_id = _check_uuid(thread_id, ThreadResumptionError)
+        shown = list(interrupt_ids or [])
+        pending = self._pending(
+            self._state(thread_id, ThreadResumptionError), thread_id, ThreadResumptionError
+        )
+        if pending is None:
+            raise _superseded(thread_id, shown[0] if shown else None, paused=False)
+        if shown and not set(shown) & set(pending.interrupt_ids):
+            raise _superseded(thread_id, shown[0])
+        try:
+            response = self.transport.request(
+                "POST",
+                f"/threads/{thread_id}/state",
+                json={"values": None, "as_node": "__end__"},
+                idempotent=True,  # the same update again leaves the thread as it was
+            )
+        except TransportError as exc:
+            raise ThreadResumptionError(str(exc), transient=True) from None
+        if not response.ok:
+            raise _error(ThreadResumptionError, detail_of(response), response)
 
     def resume_outcome(self, thread_id: str, metadata: Mapping[str, Any]) -> RunResult | None:
         """What became of a resume sent with ``metadata`` (e.g. its ``reviewer_id`` and
@@ -704,7 +760,7 @@ class Assistants:
         if not _json(history, ThreadResumptionError, "the thread's history"):
             return None
         state = self._state(thread_id, ThreadResumptionError)
-        interrupts = _interrupts_of(state)
+        interrupts = _interrupts_of(state, thread_id, ThreadResumptionError)
         tasks = state.get("tasks")
         if not isinstance(tasks, list):
             tasks = []
@@ -737,12 +793,18 @@ class Assistants:
         answer: Any,
         metadata: dict[str, Any] | None,
         shown: PendingReview | None = None,
+        answers: Mapping[str, Any] | None = None,
     ) -> tuple[str, dict[str, Any], PendingReview]:
         """Validate a review against the thread's pause; the resume run's body to send."""
         thread_id = _check_uuid(thread_id, ThreadResumptionError)
         given = [
             name
-            for name, v in (("reply", reply), ("tool_calls", tool_calls), ("answer", answer))
+            for name, v in (
+                ("reply", reply),
+                ("tool_calls", tool_calls),
+                ("answer", answer),
+                ("answers", answers),
+            )
             if v is not None
         ]
         if len(given) != 1:
@@ -750,6 +812,10 @@ class Assistants:
                 "Pass exactly one of reply or tool_calls"
                 + (f"; got {' and '.join(given)}" if given else "")
             )
+        if answers is not None and (
+            not isinstance(answers, Mapping) or not all(isinstance(k, str) for k in answers)
+        ):
+            raise ThreadResumptionError("answers must be an object keyed by interrupt id")
         if not isinstance(reviewer_id, str) or not reviewer_id.strip():
             raise ThreadResumptionError("reviewer_id is required")
         if reply is not None and not interrupt_id:
@@ -762,7 +828,11 @@ class Assistants:
             stamp = reviewed_at or _now()
 
         pending: PendingReview | None
-        if shown is not None and all(is_interrupt_id(i) for i in shown.interrupt_ids or [""]):
+        if (
+            shown is not None
+            and shown.kind not in DIALECT_KINDS
+            and all(is_interrupt_id(i) for i in shown.interrupt_ids or [""])
+        ):
             pending = shown  # keyed: the server itself refuses an interrupt no longer pending
         else:
             state = self._state(thread_id, ThreadResumptionError)
@@ -771,6 +841,9 @@ class Assistants:
             raise _superseded(thread_id, interrupt_id, paused=False)
         if interrupt_id and interrupt_id not in pending.interrupt_ids:
             raise _superseded(thread_id, interrupt_id)
+        for named in answers or {}:
+            if named not in pending.interrupt_ids:
+                raise _superseded(thread_id, named)
         resume = build_resume(
             pending,
             reply=reply,
@@ -778,6 +851,8 @@ class Assistants:
             answer=answer,
             reviewer_id=reviewer_id,
             reviewed_at=stamp,
+            interrupt_id=interrupt_id,
+            answers=answers,
         )
         run_metadata: dict[str, Any] = {
             **(metadata or {}),
@@ -841,9 +916,16 @@ class Assistants:
                 else:
                     failure = str(data)
                 raise ThreadResumptionError(self.transport.redact(failure)[:2000])
-        answered = set(pending.interrupt_ids)
+        resume = body["command"]["resume"]
+        keyed = isinstance(resume, dict) and resume and all(is_interrupt_id(k) for k in resume)
+        # The pauses this resume answers (a partial answer leaves the others pending).
+        answered = set(resume) if keyed else set(pending.interrupt_ids)
         # A keyed resume naming an interrupt that is no longer pending is answered 200 and
         # changes nothing: no node runs, the thread re-raises the pause it has now.
+        if pending.kind in DIALECT_KINDS and answered - set(interrupts):
+            # A node pausing again answers with the next pause and no update of its own: the
+            # answered pause left the pending set (read just before the resume was sent).
+            applied = True
         if not applied or (answered and answered <= set(interrupts)):
             raise superseded
         # A stream carries no end-of-run event, and a stopping server closes it cleanly: one cut

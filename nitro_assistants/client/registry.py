@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -62,6 +62,7 @@ class Assistant:
         context: dict[str, Any] | None = None,
         answer: Any = None,
         pending: PendingReview | None = None,
+        answers: Mapping[str, Any] | None = None,
         **unexpected: Any,
     ) -> RunResult:
         _refuse(unexpected, self.assistant_id)
@@ -76,6 +77,7 @@ class Assistant:
             context=context,
             answer=answer,
             pending=pending,
+            answers=answers,
         )
 
     def start_review(
@@ -91,6 +93,7 @@ class Assistant:
         webhook: str | None = None,
         metadata: dict[str, Any] | None = None,
         pending: PendingReview | None = None,
+        answers: Mapping[str, Any] | None = None,
         **unexpected: Any,
     ) -> dict[str, Any]:
         _refuse(unexpected, self.assistant_id)
@@ -107,7 +110,11 @@ class Assistant:
             webhook=webhook,
             metadata=metadata,
             pending=pending,
+            answers=answers,
         )
+
+    def dismiss(self, thread_id: str, interrupt_ids: Iterable[str] | None = None) -> None:
+        self.client.dismiss(thread_id, interrupt_ids)
 
     def review_result(self, thread_id: str, run_id: str) -> RunResult:
         return self.client.review_result(thread_id, run_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nitro_assistants.exceptions import ResultShapeError as ResultShapeError
@@ -13,6 +13,18 @@ REPLY_ACTION = "__reply__"
 TOOL_DECISIONS = ("approve", "edit", "reject", "respond")
 REPLY_DECISIONS = ("approve", "edit", "reject")
 INTERACTION_KINDS = ("question", "blueprint", "plan")
+#: Pauses in other dialects (docs/protocol.md §9): an Agent Inbox ``HumanInterrupt``, and any
+#: other ``interrupt(value)`` value.
+INBOX = "inbox"
+INTERRUPT = "interrupt"
+DIALECT_KINDS = (INBOX, INTERRUPT)
+#: Agent Inbox response types, each with the ``config`` flag that allows it.
+INBOX_TYPES = {
+    "accept": "allow_accept",
+    "edit": "allow_edit",
+    "response": "allow_respond",
+    "ignore": "allow_ignore",
+}
 _INTERRUPT_ID = re.compile(r"[0-9a-f]{32}")
 #: The longest interrupt or run id the client accepts (LangGraph's are 32 hex characters or a
 #: UUID); a longer one could not be stored, so it could never be answered.
@@ -135,12 +147,44 @@ class ReplyDraft:
 
 
 @dataclass(frozen=True)
-class PendingReview:
-    """What a paused thread waits on: its tool calls, its reply, or a typed interaction.
+class Pause:
+    """One pending ``interrupt(value)`` of a graph of its own (docs/protocol.md §9).
 
-    ``kind`` is ``"tool_calls"``, ``"reply"``, or an interaction kind (``"question"``,
-    ``"blueprint"``, ``"plan"``). ``interrupt_id`` names the pause; ``interrupt_ids`` lists every
-    pending interrupt it covers (one per held call in per-call mode).
+    ``kind`` is ``"inbox"`` (an Agent Inbox ``HumanInterrupt``: ``action_request``, ``config``,
+    ``description`` are set, ``allowed`` lists the response types its config allows) or
+    ``"interrupt"`` (any other value: ``question`` and ``options`` are read from an object that
+    has them). ``response_schema`` is the JSON Schema the graph declared for the answer, if any.
+    """
+
+    interrupt_id: str | None
+    kind: str
+    value: Any
+    response_schema: dict[str, Any] | None = None
+    action_request: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    description: str | None = None
+    question: str | None = None
+    options: list[Any] | None = None
+
+    @property
+    def allowed(self) -> list[str]:
+        """The Agent Inbox response types this pause accepts (empty for a plain interrupt)."""
+        config = self.config or {}
+        return [name for name, flag in INBOX_TYPES.items() if config.get(flag) is True]
+
+
+@dataclass(frozen=True)
+class PendingReview:
+    """What a paused thread waits on: its tool calls, its reply, a typed interaction, or pauses
+    of a graph of its own.
+
+    ``kind`` is ``"tool_calls"``, ``"reply"``, an interaction kind (``"question"``,
+    ``"blueprint"``, ``"plan"``), ``"inbox"`` or ``"interrupt"``. ``interrupt_id`` names the
+    pause; ``interrupt_ids`` lists every pending interrupt it covers (one per held call in
+    per-call mode, one per branch paused at once). ``pauses`` holds each pending ``"inbox"`` or
+    ``"interrupt"`` pause; ``error`` is the graph's error when it refused an answer and the thread
+    is stuck on the pause (never decidable); ``problem`` says why a pause of a known dialect was
+    read as a plain ``"interrupt"``.
     """
 
     kind: str
@@ -151,6 +195,15 @@ class PendingReview:
     interaction: dict[str, Any] | None = None
     mode: str = "batched"
     raw_interrupts: list[dict[str, Any]] = field(default_factory=list)
+    pauses: list[Pause] = field(default_factory=list)
+    error: str | None = None
+    problem: str | None = None
+
+    def pause(self, interrupt_id: str | None = None) -> Pause | None:
+        """The pending pause ``interrupt_id`` names (the first one when it is None)."""
+        if interrupt_id is None:
+            return self.pauses[0] if self.pauses else None
+        return next((p for p in self.pauses if p.interrupt_id == interrupt_id), None)
 
     @property
     def is_tool_calls(self) -> bool:
@@ -286,33 +339,57 @@ def _per_call_tool_call(
 
 
 def pending_review(
-    interrupts: list[dict[str, Any]], messages: list[dict[str, Any]]
+    interrupts: list[dict[str, Any]], messages: list[dict[str, Any]], error: str | None = None
 ) -> PendingReview | None:
     """Read what the pending ``interrupts`` wait on, with the thread's ``messages`` for context.
 
-    Raises :class:`ReviewShapeError` when an interrupt cannot be read.
+    A pause of no dialect this client knows, or one that does not read as its dialect, is a
+    plain ``"interrupt"`` review of the raw value (never "unreadable": a person can read and
+    answer it). ``error`` is the graph's error when it refused an answer to the pause.
+    Raises :class:`ReviewShapeError` only for an interrupt id that could not be answered (too
+    long, not text) and for messages that are not objects.
     """
-    try:
-        return _pending_review(interrupts, messages)
-    except ReviewShapeError:
-        raise
-    except ResultShapeError as exc:
-        raise ReviewShapeError(str(exc)) from None
-    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
-        # A shape no check above foresaw: still a clear error, never a crash.
-        raise ReviewShapeError(f"an interrupt of unexpected shape ({type(exc).__name__})") from None
-
-
-def _pending_review(interrupts: Any, messages: Any) -> PendingReview | None:
-    if not interrupts:
+    items = _items(interrupts)
+    if not items:
         return None
-    # One pause answers with a list of interrupts; a single object, strings, or items without
-    # a value are nothing a reviewer could answer: unreadable, never "interrupted" with nothing.
-    interrupts = _objects(interrupts, "__interrupt__", ReviewShapeError)
-    for position, interrupt in enumerate(interrupts):
-        if "value" not in interrupt:
-            raise ReviewShapeError(f"__interrupt__[{position}] has no value")
+    ids = [checked_id(i["id"], "an interrupt id") for i in items if i.get("id") is not None]
     messages = _objects(messages, "the messages", ReviewShapeError)
+    try:
+        review = _pending_review(items, messages)
+    except ReviewShapeError as exc:
+        review = _dialect_review(items, ids, problem=str(exc))
+    except ResultShapeError as exc:
+        review = _dialect_review(items, ids, problem=str(exc))
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        # A shape no check foresaw: still a pause a person can read, never a crash.
+        review = _dialect_review(
+            items, ids, problem=f"an interrupt of unexpected shape ({type(exc).__name__})"
+        )
+    if error is not None:
+        review = replace(review, error=error)
+    return review
+
+
+def _items(interrupts: Any) -> list[dict[str, Any]]:
+    """The pending interrupts as ``{"id", "value", "response_schema"?}`` objects, whatever the
+    server sent: one object, a list of values (strings, ...) or of interrupt objects."""
+    if not interrupts:
+        return []
+    if isinstance(interrupts, dict) or not isinstance(interrupts, list):
+        interrupts = [interrupts]
+    items = []
+    for item in interrupts:
+        if isinstance(item, dict) and "value" in item:
+            items.append(item)
+        else:
+            # A bare value, or an object without one: the value is the item itself (keyed by
+            # the id it carries, if any).
+            named = item.get("id") if isinstance(item, dict) else None
+            items.append({"id": named if isinstance(named, str) else None, "value": item})
+    return items
+
+
+def _pending_review(interrupts: list[dict[str, Any]], messages: list[Any]) -> PendingReview:
     ids = [checked_id(i["id"], "an interrupt id") for i in interrupts if i.get("id")]
     first = interrupts[0]
     value = first["value"] if isinstance(first["value"], dict) else {}
@@ -381,7 +458,69 @@ def _pending_review(interrupts: Any, messages: Any) -> PendingReview | None:
             tool_calls=_batched_tool_calls(value, messages),
             raw_interrupts=interrupts,
         )
-    raise ReviewShapeError(f"an interrupt of unknown shape: {sorted(value)}")
+    return _dialect_review(interrupts, ids)
+
+
+def _dialect_review(
+    interrupts: list[dict[str, Any]], ids: list[str], problem: str | None = None
+) -> PendingReview:
+    """Pauses of a graph of its own: each an Agent Inbox request, or a plain interrupt."""
+    pauses = [_pause(item, problem is None) for item in interrupts]
+    return PendingReview(
+        kind=pauses[0].kind,
+        interrupt_id=ids[0] if ids else None,
+        interrupt_ids=ids,
+        raw_interrupts=interrupts,
+        mode="interrupt",
+        pauses=pauses,
+        problem=problem,
+    )
+
+
+def _pause(item: dict[str, Any], read_dialects: bool = True) -> Pause:
+    value = item.get("value")
+    raw_id = item.get("id")
+    interrupt_id = raw_id if isinstance(raw_id, str) else None
+    schema = item.get("response_schema")
+    schema = schema if isinstance(schema, dict) else None
+    request = value[0] if isinstance(value, list) and len(value) == 1 else None
+    if read_dialects and _is_inbox_request(request):
+        assert isinstance(request, dict)
+        description = request.get("description")
+        return Pause(
+            interrupt_id=interrupt_id,
+            kind=INBOX,
+            value=value,
+            response_schema=schema,
+            action_request=dict(request["action_request"]),
+            config=dict(request["config"]),
+            description=description if isinstance(description, str) else None,
+        )
+    question = value.get("question") if isinstance(value, dict) else None
+    options = value.get("options") if isinstance(value, dict) else None
+    return Pause(
+        interrupt_id=interrupt_id,
+        kind=INTERRUPT,
+        value=value,
+        response_schema=schema,
+        question=question if isinstance(question, str) else None,
+        options=list(options) if isinstance(options, list) and options else None,
+    )
+
+
+def _is_inbox_request(request: Any) -> bool:
+    """An Agent Inbox ``HumanInterrupt``: an action request (a named action and its args) and a
+    config of ``allow_*`` booleans."""
+    if not isinstance(request, dict):
+        return False
+    action, config = request.get("action_request"), request.get("config")
+    return (
+        isinstance(action, dict)
+        and isinstance(action.get("action"), str)
+        and isinstance(action.get("args"), dict)
+        and isinstance(config, dict)
+        and all(isinstance(config.get(flag), bool) for flag in INBOX_TYPES.values())
+    )
 
 
 def is_interrupt_id(value: str) -> bool:

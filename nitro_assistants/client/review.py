@@ -6,10 +6,21 @@ every later resume, leaving a batched thread stuck, so nothing invalid may be se
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nitro_assistants.client.results import REPLY_ACTION, PendingReview, is_interrupt_id
+import jsonschema
+
+from nitro_assistants.client.results import (
+    DIALECT_KINDS,
+    INBOX,
+    INBOX_TYPES,
+    REPLY_ACTION,
+    Pause,
+    PendingReview,
+    is_interrupt_id,
+)
 from nitro_assistants.exceptions import ThreadResumptionError
 
 
@@ -142,6 +153,120 @@ def _reply_decision(pending: PendingReview, reply: Mapping[str, Any]) -> dict[st
     return decision
 
 
+def inbox_response(pause: Pause, answer: Any) -> list[dict[str, Any]]:
+    """The list-of-one ``HumanResponse`` an Agent Inbox graph expects for ``answer`` (one
+    ``{"type", "args"}``), checked against the pause's ``config``: a type it forbids, or a wrong
+    shape, wedges the thread for good (docs/protocol.md §9), so nothing of the kind is sent."""
+    if isinstance(answer, list) and len(answer) == 1:
+        answer = answer[0]  # already wrapped: the same response
+    if not isinstance(answer, Mapping):
+        raise _fail(
+            'An Agent Inbox answer is one response: {"type": "accept"|"edit"|"response"|"ignore", '
+            '"args": ...}'
+        )
+    unknown = sorted(set(answer) - {"type", "args"})
+    if unknown:
+        raise _fail(f"An Agent Inbox response has no field {', '.join(map(repr, unknown))}")
+    kind, args = answer.get("type"), answer.get("args")
+    allowed = pause.allowed
+    if kind not in INBOX_TYPES:
+        raise _fail(f"Unknown Agent Inbox response type {kind!r}; one of {', '.join(INBOX_TYPES)}")
+    if kind not in allowed:
+        raise _fail(
+            f"This pause does not allow `{kind}` ({INBOX_TYPES[kind]} is false); allowed: "
+            f"{', '.join(allowed) or '(none)'}"
+        )
+    request = pause.action_request or {}
+    if kind in ("accept", "ignore"):
+        if args is not None:
+            raise _fail(f"`{kind}` takes no args")
+        return [{"type": kind, "args": None}]
+    if kind == "response":
+        if _blank(args):
+            raise _fail("`response` needs args: the text of the response")
+        return [{"type": "response", "args": args}]
+    # edit: the action and all of its arguments.
+    if not isinstance(args, Mapping) or not isinstance(args.get("args"), Mapping):
+        raise _fail('`edit` needs args {"action": ..., "args": {...all the arguments...}}')
+    action = args.get("action", request.get("action"))
+    if action != request.get("action"):
+        raise _fail(f"`edit` changes the arguments of `{request.get('action')}`, not `{action}`")
+    model_args = request.get("args") or {}
+    unknown = sorted(set(args["args"]) - set(model_args))
+    missing = sorted(set(model_args) - set(args["args"]))
+    if unknown or missing:
+        raise _fail(
+            f"`edit` of `{action}` needs all its arguments and only those "
+            f"({', '.join(f'`{a}`' for a in model_args) or 'none'})"
+            + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+            + (f"; missing: {', '.join(missing)}" if missing else "")
+        )
+    return [{"type": "edit", "args": {"action": action, "args": dict(args["args"])}}]
+
+
+def interrupt_answer(pause: Pause, answer: Any) -> Any:
+    """``answer`` to a plain interrupt, checked: JSON, not null (the graph fails on it), and
+    valid against the pause's ``response_schema`` when it declares one."""
+    if answer is None:
+        raise _fail("An answer is needed: null resumes nothing (the graph fails on it)")
+    try:
+        json.dumps(answer, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise _fail(f"The answer is not JSON: {exc}") from None
+    if pause.response_schema is not None:
+        try:
+            validator = jsonschema.validators.validator_for(pause.response_schema)
+            validator.check_schema(pause.response_schema)
+            error = jsonschema.exceptions.best_match(
+                validator(pause.response_schema).iter_errors(answer)
+            )
+        except jsonschema.exceptions.SchemaError as exc:
+            raise _fail(
+                f"The pause's response_schema is not a valid JSON Schema: {exc.message}"
+            ) from None
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path)
+            raise _fail(
+                f"The answer does not fit the pause's response_schema"
+                f"{f' at {where}' if where else ''}: {error.message}"
+            )
+    return answer
+
+
+def dialect_answer(pause: Pause, answer: Any) -> Any:
+    """The resume value answering one ``"inbox"`` or ``"interrupt"`` pause."""
+    if pause.kind == INBOX:
+        return inbox_response(pause, answer)
+    return interrupt_answer(pause, answer)
+
+
+def dialect_resume(pending: PendingReview, answers: Mapping[str | None, Any]) -> Any:
+    """The ``command.resume`` answering the pauses ``answers`` names (by interrupt id), keyed by
+    interrupt id: each answer checked against its own pause. Pauses not named stay pending."""
+    if pending.error is not None:
+        raise _fail(
+            f"The graph refused an answer to this pause and is stuck on it: {pending.error}. "
+            "It cannot be answered; dismiss it"
+        )
+    if not answers:
+        raise _fail("Name at least one pause to answer")
+    resume: dict[str, Any] = {}
+    for interrupt_id, answer in answers.items():
+        pause = pending.pause(interrupt_id)
+        if pause is None:
+            raise _fail(
+                f"Interrupt {interrupt_id} is not pending; pending: "
+                + (", ".join(str(p.interrupt_id) for p in pending.pauses) or "(none)")
+            )
+        value = dialect_answer(pause, answer)
+        if interrupt_id is None or not is_interrupt_id(interrupt_id):
+            if len(pending.pauses) > 1:
+                raise _fail("The pause has several interrupts without ids: it cannot be answered")
+            return value  # a pause reported without an id is resumed unkeyed
+        resume[interrupt_id] = value
+    return resume
+
+
 def build_resume(
     pending: PendingReview,
     *,
@@ -150,12 +275,32 @@ def build_resume(
     answer: Any,
     reviewer_id: str,
     reviewed_at: str,
-) -> dict[str, Any]:
+    interrupt_id: str | None = None,
+    answers: Mapping[str, Any] | None = None,
+) -> Any:
     """The ``command.resume`` answering ``pending``, keyed by interrupt id.
 
+    For ``"inbox"`` and ``"interrupt"`` pauses: ``answer`` answers the pause ``interrupt_id``
+    names (the only one pending, when it is None), ``answers`` several by interrupt id.
     Raises :class:`ThreadResumptionError` for anything the pause does not allow.
     """
     who = {"reviewer_id": reviewer_id, "reviewed_at": reviewed_at}
+    if pending.kind in DIALECT_KINDS:
+        if reply is not None or tool_calls is not None:
+            raise _fail(
+                f"The thread is paused on {'an Agent Inbox request' if pending.kind == INBOX else 'an interrupt'}: "
+                "answer it with `answer`, not a reply or tool-call review"
+            )
+        if answers is None:
+            if interrupt_id is None and len(pending.pauses) > 1:
+                raise _fail(
+                    "Several pauses are pending: name the interrupt_id to answer, or pass answers"
+                )
+            return dialect_resume(pending, {interrupt_id or pending.interrupt_id: answer})
+        named: dict[str | None, Any] = {key: value for key, value in answers.items()}
+        return dialect_resume(pending, named)
+    if answers is not None:
+        raise _fail(f"`answers` answers inbox and interrupt pauses, not a {pending.kind} review")
     if reply is not None:
         if pending.kind != "reply":
             raise _fail(

@@ -33,6 +33,11 @@ class Review(models.Model):
       ``revision_requested`` | ``cancelled`` | ``executing`` (an approved plan) | ``superseded``;
       ``executing`` → ``completed`` | ``failed``. These statuses belong to interactions only
       (``executing`` and ``completed`` to plans).
+    - pauses of graphs of their own (``inbox``, ``interrupt``): as tool calls, and ``pending`` →
+      ``failed`` when the graph refused an answer and is stuck on the pause.
+
+    Any pending review may be ``dismissed`` (the pause ended without an answer); a stuck
+    ``inbox``/``interrupt`` review too.
     """
 
     class Kind(models.TextChoices):
@@ -41,6 +46,9 @@ class Review(models.Model):
         QUESTION = "question", _("question")
         BLUEPRINT = "blueprint", _("blueprint")
         PLAN = "plan", _("plan")
+        # pauses of graphs of their own (docs/protocol.md §9)
+        INBOX = "inbox", _("Agent Inbox request")
+        INTERRUPT = "interrupt", _("interrupt")
 
     class Status(models.TextChoices):
         PENDING = "pending", _("pending")
@@ -48,6 +56,7 @@ class Review(models.Model):
         SUPERSEDED = "superseded", _("superseded")
         APPLIED = "applied", _("applied")
         FAILED = "failed", _("failed")
+        DISMISSED = "dismissed", _("dismissed")
         # typed interactions (docs/protocol.md §8)
         ANSWERED = "answered", _("answered")
         ACCEPTED = "accepted", _("accepted")
@@ -165,6 +174,12 @@ class Decision(models.Model):
     def actions(self) -> list[str]:
         if self.reply:
             return [str(self.reply.get("action"))]
+        if self.answer and isinstance(self.answer.get("answers"), dict):
+            # inbox/interrupt pauses: an Agent Inbox response's type, else "answer".
+            return [
+                str(value.get("type")) if isinstance(value, dict) and "type" in value else "answer"
+                for value in self.answer["answers"].values()
+            ]
         if self.answer:
             return [str(self.answer.get("decision"))]
         return [str(call.get("action")) for call in self.tool_calls or []]

@@ -100,7 +100,7 @@ def decision_record(
         body.update(_tool_calls_record(record, review.tool_calls, messages, replaced or {}))
     else:
         body.update(
-            proposed={"interaction": review.payload.get("interaction")},
+            proposed=_proposed(review),
             edits=[],
             executed={},
             mismatches=[],
@@ -119,6 +119,8 @@ def _proposed(review: Review) -> dict[str, Any]:
                 for c in review.tool_calls
             ]
         }
+    if review.kind in rules.DIALECT_KINDS:  # pauses of a graph of its own (§9)
+        return {"pauses": review.payload.get("pauses") or []}
     return {"interaction": review.payload.get("interaction")}
 
 

@@ -35,6 +35,9 @@ EFFECTS: dict[str, tuple[str, Signal | None]] = {
     rules.SUPERSEDED: ("review_superseded", signals.review_superseded),
     rules.FAILED: ("review_failed", None),
     rules.COMPLETED: ("plan_completed", signals.plan_finished),
+    # Ended without an answer (Agent Inbox's "ignore thread"): no longer pending, like a
+    # superseded review, with the reason "dismissed".
+    rules.DISMISSED: ("review_dismissed", signals.review_superseded),
 }
 
 

@@ -13,7 +13,7 @@ from nitro_assistants.models import Decision, Review, Run, Thread
 from nitro_assistants.operations import get_operation
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
-from nitro_assistants.services.lifecycle import supersede
+from nitro_assistants.services.lifecycle import supersede, transition
 from nitro_assistants.services.policies import review_mirrored
 
 
@@ -65,7 +65,15 @@ def _review_fields(thread: Thread, pending: Any) -> dict[str, Any]:
         "payload": {"tool_calls": list(pending.tool_calls or []), "reply": reply},
     }
     interaction = _interaction(pending)
-    if interaction is not None:
+    if fields["kind"] in rules.DIALECT_KINDS:
+        # Pauses of a graph of its own (§9): each pause as the reviewer reads and answers it.
+        fields["payload"] = {
+            "pauses": [dataclasses.asdict(p) for p in getattr(pending, "pauses", None) or []],
+            "problem": getattr(pending, "problem", None),
+            "error": getattr(pending, "error", None),
+        }
+        fields["digest"] = rules.review_digest(fields["kind"], fields["payload"])
+    elif interaction is not None:
         # The column holds 128 (the API limit); a longer id is flagged in the problems below.
         interaction_id = str(interaction.get("interactionId") or "")[:128]
         previous = Review.objects.filter(thread=thread, interaction_id=interaction_id).count()
@@ -111,13 +119,40 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
     ids = set(fields["interrupt_ids"])
     for known in open_reviews:
         if set(known.interrupt_ids) == ids:
-            return known
+            return _stuck(known, run, fields)
+    if fields["payload"].get("error") and fields["kind"] in rules.DIALECT_KINDS:
+        # Still stuck on a pause already shown as failed: the same review, failed once.
+        for failed in thread.reviews.filter(status=Review.Status.FAILED).order_by("-pk")[:5]:
+            if set(failed.interrupt_ids) == ids:
+                return failed
     if current is not None:
         supersede(current, reason="replaced")
     review = Review.objects.create(thread=thread, run=run, **fields)
     record_event(thread, "review_requested", review=review, run=run, kind=review.kind)
     send_on_commit(signals.review_requested, Review, review=review, thread=thread, run=run)
-    review_mirrored(review)  # the policy rules: a handling, or a decision at once
+    review = _stuck(review, run, fields)
+    if review.status == Review.Status.PENDING:  # a stuck pause is never decided by a policy
+        review_mirrored(review)  # the policy rules: a handling, or a decision at once
+    return review
+
+
+def _stuck(review: Review, run: Run | None, fields: dict[str, Any]) -> Review:
+    """A pause the graph refused an answer on and is stuck on (docs/protocol.md §9): the review
+    fails with the graph's error (never decidable), the thread is in error, ``run_failed``."""
+    error = (
+        (fields.get("payload") or {}).get("error") if review.kind in rules.DIALECT_KINDS else None
+    )
+    if not error or review.status != Review.Status.PENDING:
+        return review
+    review.payload = {**review.payload, "error": error}
+    review.save(update_fields=["payload"])
+    transition(review, rules.FAILED, run=run, error=error)
+    thread = review.thread
+    Thread.objects.filter(pk=thread.pk).update(status=Thread.Status.ERROR)
+    thread.status = Thread.Status.ERROR
+    failed = run or thread.runs.order_by("-created_at").first()
+    if failed is not None:
+        send_on_commit(signals.run_failed, Run, run=failed, thread=thread, error=error)
     return review
 
 

@@ -15,6 +15,7 @@ from nitro_assistants import rules, signals
 from nitro_assistants.client.results import (
     MAX_ID_LENGTH,
     REPLY_DECISIONS,
+    Pause,
     PendingReview,
     ReplyDraft,
 )
@@ -62,6 +63,21 @@ DECIDE_PERMISSION = "nitro_assistants.decide_review"
 
 def pending_review_of(review: Review) -> PendingReview:
     """The client's view of what ``review`` holds, so local validation is the client's own."""
+    if review.kind in rules.DIALECT_KINDS:
+        pauses = [
+            Pause(**{k: v for k, v in p.items() if k in Pause.__dataclass_fields__})
+            for p in review.payload.get("pauses") or []
+            if isinstance(p, dict)
+        ]
+        return PendingReview(
+            kind=review.kind,
+            interrupt_id=review.interrupt_id,
+            interrupt_ids=list(review.interrupt_ids),
+            mode="interrupt",
+            pauses=pauses,
+            error=review.payload.get("error"),
+            problem=review.payload.get("problem"),
+        )
     reply = review.reply
     calls = review.tool_calls
     return PendingReview(
@@ -87,7 +103,7 @@ def validate_decision(review: Review, decision: Mapping[str, Any]) -> dict[str, 
     """Check a tool-call or reply ``decision`` against ``review`` with the client's own rules,
     before anything is stored (docs/protocol.md §4: a resume the graph refuses leaves a batched
     thread stuck). Returns the cleaned decision; raises ``ThreadResumptionError``."""
-    if review.kind not in rules.REVIEW_KINDS:
+    if review.kind not in (*rules.REVIEW_KINDS, *rules.DIALECT_KINDS):
         raise ThreadResumptionError(
             f"Deciding a {review.get_kind_display()} review is not supported here."
         )
@@ -97,6 +113,14 @@ def validate_decision(review: Review, decision: Mapping[str, Any]) -> dict[str, 
             f"This pause cannot be answered: its interrupt id is longer than {MAX_ID_LENGTH} "
             "characters."
         )
+    if review.kind in rules.DIALECT_KINDS:
+        if review.payload.get("error"):
+            raise ThreadResumptionError(
+                "The graph refused an answer to this pause and is stuck on it: "
+                f"{review.payload['error']}. It cannot be answered; dismiss it."
+            )
+        body = {k: v for k, v in decision.items() if k not in ("revision", "digest")}
+        return rules.clean_dialect_decision(pending_review_of(review), body)
     body = {k: v for k, v in decision.items() if k not in ("revision", "digest", "interrupt_id")}
     return rules.clean_review_decision(pending_review_of(review), body)
 
@@ -185,8 +209,9 @@ def _review_replay(
         recorded = review.decision
     except Decision.DoesNotExist:
         return None
+    answers = (recorded.answer or {}).get("answers") if review.kind in rules.DIALECT_KINDS else None
     if recorded.decided_by_id == user.pk and rules.same_review_decision(
-        {"reply": recorded.reply, "tool_calls": recorded.tool_calls}, cleaned
+        {"reply": recorded.reply, "tool_calls": recorded.tool_calls, "answers": answers}, cleaned
     ):
         return recorded
     return None
@@ -260,7 +285,9 @@ def decide(
             shown_digest=stamp[1],
             interrupt_id=locked.interrupt_id,
             shown_interrupt_id=(
-                str(decision["interrupt_id"]) if decision.get("interrupt_id") else None
+                str(decision["interrupt_id"])
+                if decision.get("interrupt_id") and locked.kind not in rules.DIALECT_KINDS
+                else None  # inbox/interrupt: the id names one of the pauses, checked above
             ),
         )
         passed = gate(locked, user, cleaned, via)  # policies: quorum, groups, edits
@@ -268,6 +295,45 @@ def decide(
             return passed.approval
         assert passed.decision is not None
         return _record(locked, passed.actor or user, passed.decision)
+
+
+def dismiss(review: Review | int, user: Any, *, via: Channel = None) -> Review:
+    """End a review's pause on the server without answering it (Agent Inbox's "ignore thread":
+    a state update to ``__end__``, docs/protocol.md §9) and record it: ``dismissed``, audited
+    (``review_dismissed``), ``review_superseded`` with the reason ``"dismissed"``. Any pending
+    review, and an ``inbox``/``interrupt`` review failed because the graph is stuck on it.
+
+    Needs the permission to decide (``decide_review``, whatever the kind). Raises
+    ``InteractionForbiddenError``, ``ReviewNotPendingError``; a pause the thread moved past
+    supersedes the review (``ReviewSupersededError`` is raised, nothing else changes).
+    """
+    pk = review.pk if isinstance(review, Review) else review
+    with transaction.atomic(), events_batched():
+        locked = Review.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
+        if via is not None and not (
+            getattr(user, "is_authenticated", False) and user.has_perm(DECIDE_PERMISSION)
+        ):
+            raise InteractionForbiddenError(
+                "Dismissing a pause needs the nitro_assistants.decide_review permission"
+            )
+        if not rules.may_move(locked.kind, locked.status, rules.DISMISSED):
+            raise _not_pending(locked)
+        thread = locked.thread
+        assistant = clients.assistant_for(thread.assistant_key)
+        try:
+            assistant.dismiss(thread_id=str(thread.thread_id), interrupt_ids=locked.interrupt_ids)
+        except ReviewSupersededError:
+            supersede(locked, reason="stale", actor=user)
+            raise
+        transition(
+            locked,
+            rules.DISMISSED,
+            actor=user,
+            reason="dismissed",
+            signal_kwargs={"reason": "dismissed"},
+        )
+        Thread.objects.filter(pk=thread.pk).update(status=Thread.Status.IDLE)
+    return locked
 
 
 def _not_pending(review: Review) -> ReviewNotPendingError:
@@ -278,10 +344,13 @@ def _not_pending(review: Review) -> ReviewNotPendingError:
 
 def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
     real_user = user if getattr(user, "pk", None) else None
+    answers = cleaned.get("answers")
     run = Run.objects.create(
         thread=review.thread,
         kind=Run.Kind.RESUME,
-        input={"reply": cleaned["reply"], "tool_calls": cleaned["tool_calls"]},
+        input={"answers": answers}
+        if answers is not None
+        else {"reply": cleaned["reply"], "tool_calls": cleaned["tool_calls"]},
         requested_by=real_user,
     )
     record = Decision.objects.create(
@@ -289,8 +358,9 @@ def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
         decided_by=real_user,
         reviewer_id=username(user),
         interrupt_id=review.interrupt_id or "",
-        reply=cleaned["reply"],
-        tool_calls=cleaned["tool_calls"],
+        reply=cleaned.get("reply"),
+        tool_calls=cleaned.get("tool_calls"),
+        answer={"answers": answers} if answers is not None else None,
         note=str(cleaned.get("note") or ""),
         decided_at=timezone.now(),
         run=run,
@@ -384,6 +454,15 @@ def execute_resume(decision: Decision | int) -> Decision:
 
 def _review_arguments(record: Decision, thread: Thread) -> dict[str, Any]:
     """What the client's ``review``/``start_review`` get for a recorded decision."""
+    if record.review.kind in rules.DIALECT_KINDS:
+        # inbox/interrupt pauses: the answers by interrupt id (the others stay pending).
+        return {
+            "reviewer_id": record.reviewer_id,
+            "answers": dict((record.answer or {}).get("answers") or {}),
+            "reviewed_at": record.decided_at.isoformat(),
+            "context": thread.context or {},
+            "pending": pending_review_of(record.review),
+        }
     return {
         "reviewer_id": record.reviewer_id,
         "interrupt_id": record.interrupt_id or None,
@@ -408,7 +487,7 @@ def _applied(record: Decision, review: Review, run: Run, result: Any, messages: 
         record.outcome = Decision.Outcome.APPLIED
         record.applied_at = timezone.now()
         record.save(update_fields=["outcome", "applied_at"])
-        if review.kind in rules.REVIEW_KINDS:  # an interaction keeps the status it was decided to
+        if review.kind not in rules.INTERACTION_KINDS:  # an interaction keeps its decided status
             transition(review, rules.APPLIED, run=run, at=record.applied_at)
         else:
             record_event(thread, "review_applied", review=review, run=run)

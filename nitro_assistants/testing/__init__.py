@@ -30,7 +30,7 @@ This module imports neither pytest nor Django's models; a pytest fixture is thre
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -226,6 +226,7 @@ class FakeAssistant:
         context: dict[str, Any] | None = None,
         answer: Any = None,
         pending: PendingReview | None = None,
+        answers: Mapping[str, Any] | None = None,
     ) -> RunResult:
         self._record(
             "review",
@@ -239,6 +240,7 @@ class FakeAssistant:
                 "context": context,
                 "answer": answer,
                 "pending": pending,
+                "answers": answers,
             },
         )
         return self._next()
@@ -256,6 +258,7 @@ class FakeAssistant:
         webhook: str | None = None,
         metadata: dict[str, Any] | None = None,
         pending: PendingReview | None = None,
+        answers: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         self._record(
             "start_review",
@@ -271,9 +274,18 @@ class FakeAssistant:
                 "webhook": webhook,
                 "metadata": metadata,
                 "pending": pending,
+                "answers": answers,
             },
         )
         return self._remote_run("pending", metadata)
+
+    def dismiss(self, thread_id: str, interrupt_ids: Iterable[str] | None = None) -> None:
+        """Records the call and ends the pause: :attr:`pending` becomes None."""
+        self._record(
+            "dismiss",
+            {"thread_id": thread_id, "interrupt_ids": list(interrupt_ids or [])},
+        )
+        self.pending = None
 
     def review_result(self, thread_id: str, run_id: str) -> RunResult:
         self._record("review_result", {"thread_id": thread_id, "run_id": run_id})

@@ -199,7 +199,15 @@ def test_the_status_filter_lists_the_statuses_of_the_kind_filtered(
             "/admin/nitro_assistants/review/?kind__exact=tool_calls"
         ).content.decode()
     )
-    assert set(tools) == {"pending", "decided", "applied", "failed", "superseded", "all"}
+    assert set(tools) == {
+        "pending",
+        "decided",
+        "applied",
+        "failed",
+        "superseded",
+        "dismissed",
+        "all",
+    }
     plans = _status_filter(
         reviewer_client.get("/admin/nitro_assistants/review/?kind__exact=plan").content.decode()
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 
 import pytest
 import responses
@@ -48,31 +49,38 @@ def client():
     return Assistants(BASE, "sk-test-key", backoff=0, retries=0)
 
 
-# -- 18: a pause the client cannot read is an error, not an empty "interrupted" -----------------
+# -- 18 (issue 19): a pause of no known shape is a plain interrupt a person can read and answer --
 
 
 @pytest.mark.parametrize(
-    ("interrupts", "says"),
+    ("interrupts", "values", "ids"),
     [
-        pytest.param(["Approve a refund of $50?"], r"__interrupt__\[0\] is a string", id="strings"),
+        pytest.param(["Approve a refund of $50?"], ["Approve a refund of $50?"], [], id="strings"),
         pytest.param(
-            {"id": IID, "value": {"question": "?"}}, "is an object, not a list", id="object"
+            {"id": IID, "value": {"question": "?"}}, [{"question": "?"}], [IID], id="object"
         ),
-        pytest.param([{"id": IID}], r"__interrupt__\[0\] has no value", id="no-value"),
-        pytest.param([None], r"__interrupt__\[0\] is null", id="null"),
-        pytest.param("pause", "is a string, not a list", id="a-string"),
+        pytest.param([{"id": IID}], [{"id": IID}], [IID], id="no-value"),
+        pytest.param([None], [None], [], id="null"),
+        pytest.param("pause", ["pause"], [], id="a-string"),
     ],
 )
-def test_unreadable_interrupts_are_an_error_not_an_empty_pause(interrupts, says):
-    with pytest.raises(ReviewShapeError, match=says):
-        RunResult.build({"messages": [HUMAN], "__interrupt__": interrupts})
+def test_odd_interrupts_are_plain_interrupt_reviews_not_errors(interrupts, values, ids):
+    result = RunResult.build({"messages": [HUMAN], "__interrupt__": interrupts})
+    assert result.interrupted and result.review is not None
+    assert result.review.kind == "interrupt"
+    assert [p.value for p in result.review.pauses] == values
+    assert result.review.interrupt_ids == ids
 
 
-def test_a_run_paused_on_strings_raises_a_run_error(mock, client):
+def test_a_run_paused_on_strings_is_an_interrupt_review(mock, client):
+    """Before issue 19 this failed the run as "unreadable": nobody could answer it."""
     mock.post(WAIT, json={"messages": [HUMAN], "__interrupt__": ["Approve?", "Really?"]})
-    with pytest.raises(RunError, match="paused on something unreadable") as caught:
-        client.run(THREAD, "agent", USER, known_thread=True)
-    assert not caught.value.transient  # retrying reads the same pause: fail it clearly
+    mock.get(f"{BASE}/threads/{THREAD}/state", json={"interrupts": ["Approve?", "Really?"]})
+    result = client.run(THREAD, "agent", USER, known_thread=True)
+    assert [p.value for p in result.review.pauses] == ["Approve?", "Really?"]
+    # Two pauses without ids cannot be told apart in an answer: refused, nothing sent.
+    with pytest.raises(ThreadResumptionError, match="name the interrupt_id"):
+        client.review(THREAD, "agent", "alice", answer="yes", pending=result.review)
 
 
 # -- 16: odd shapes inside a pause or a result --------------------------------------------------
@@ -137,13 +145,22 @@ def test_a_run_paused_on_strings_raises_a_run_error(mock, client):
         ),
     ],
 )
-def test_odd_shapes_in_a_pause_are_review_shape_errors(interrupts, messages, says):
+def test_odd_shapes_in_a_pause_are_read_as_plain_interrupts(interrupts, messages, says):
+    """A pause that does not read as its dialect is still one a person can read and answer: a
+    plain interrupt of the raw value, saying why (messages that are not objects stay an error:
+    they are not the pause)."""
     if says is None:  # readable after all: it must not crash either
         review = pending_review(interrupts, messages)
         assert review is not None
         return
-    with pytest.raises(ReviewShapeError, match=says):
-        pending_review(interrupts, messages)
+    if "messages" in says:
+        with pytest.raises(ReviewShapeError, match=says):
+            pending_review(interrupts, messages)
+        return
+    review = pending_review(interrupts, messages)
+    assert review is not None and review.kind == "interrupt"
+    assert re.search(says, review.problem or "")
+    assert [p.value for p in review.pauses] == [i["value"] for i in interrupts]
 
 
 @pytest.mark.parametrize(

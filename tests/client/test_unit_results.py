@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import responses
 
-from nitro_assistants.client import Assistants, RunError, RunResult, ThreadStateError
-from nitro_assistants.client.results import ReviewShapeError, is_interrupt_id, pending_review
+from nitro_assistants.client import Assistants, RunResult
+from nitro_assistants.client.results import is_interrupt_id, pending_review
 
 BASE = "http://assistants.test"
 THREAD = "0b7e2a55-7c1e-4a8e-9a57-1d2f3b4c5d6e"
@@ -315,22 +315,27 @@ def test_per_tool_configs_out_of_order():
     assert [t["allowed_decisions"] for t in review.tool_calls] == [["reject"], ["approve", "edit"]]
 
 
-def test_action_without_matching_call_is_an_error():
+def _plain(interrupts, messages):
+    review = pending_review(interrupts, messages)
+    assert review is not None and review.kind == "interrupt"
+    assert [p.value for p in review.pauses] == [i["value"] for i in interrupts]
+    return review.problem
+
+
+def test_action_without_matching_call_is_a_plain_interrupt_saying_why():
     held = call("c-1", "cancel", id=1)
-    with pytest.raises(ReviewShapeError, match="`reschedule`, which no tool call matches"):
-        pending_review(
-            [batched({"name": "reschedule", "args": {}})], [human(), ai(tool_calls=[held])]
-        )
-    with pytest.raises(ReviewShapeError, match="no AI message makes any"):
-        pending_review([batched(held)], [human()])
+    problem = _plain(
+        [batched({"name": "reschedule", "args": {}})], [human(), ai(tool_calls=[held])]
+    )
+    assert "`reschedule`, which no tool call matches" in problem
+    assert "no AI message makes any" in _plain([batched(held)], [human()])
     # Two held requests for one call: the second has nothing left to match.
-    with pytest.raises(ReviewShapeError, match="`cancel`, which no tool call matches"):
-        pending_review([batched(held, held)], [human(), ai(tool_calls=[held])])
+    problem = _plain([batched(held, held)], [human(), ai(tool_calls=[held])])
+    assert "`cancel`, which no tool call matches" in problem
 
 
-def test_unknown_interrupt_shape_is_an_error():
-    with pytest.raises(ReviewShapeError, match="unknown shape"):
-        pending_review([{"id": IID, "value": {"something": 1}}], [human()])
+def test_an_interrupt_of_no_known_shape_is_a_plain_interrupt():
+    assert _plain([{"id": IID, "value": {"something": 1}}], [human()]) is None
 
 
 def test_no_interrupts_are_no_pause():
@@ -469,7 +474,7 @@ def test_reply_draft_content_falls_back_to_the_message():
 # -- through the client ---------------------------------------------------------------------
 
 
-def test_run_with_unmatchable_pause_raises_run_error():
+def test_run_with_unmatchable_pause_is_a_plain_interrupt():
     held = call("c-1", "cancel", id=1)
     with responses.RequestsMock() as mock:
         mock.post(
@@ -479,12 +484,11 @@ def test_run_with_unmatchable_pause_raises_run_error():
                 "__interrupt__": [batched({"name": "other", "args": {}})],
             },
         )
-        with pytest.raises(
-            RunError, match="paused on something unreadable: the interrupt holds `other`"
-        ):
-            Assistants(BASE, "k").run(
-                THREAD, ASSISTANT, [{"role": "user", "content": "x"}], known_thread=True
-            )
+        result = Assistants(BASE, "k").run(
+            THREAD, ASSISTANT, [{"role": "user", "content": "x"}], known_thread=True
+        )
+    assert result.review.kind == "interrupt"
+    assert "the interrupt holds `other`" in result.review.problem
 
 
 def test_under_review_reads_the_state_not_the_status():
@@ -508,14 +512,14 @@ def test_under_review_falls_back_to_task_interrupts():
     assert review.tool_calls[0]["id"] == "c-1"
 
 
-def test_under_review_unreadable_pause_is_a_state_error():
+def test_under_review_of_a_pause_not_matching_its_dialect_is_a_plain_interrupt():
     with responses.RequestsMock() as mock:
         mock.get(
             f"{BASE}/threads/{THREAD}/state",
             json={"values": {"messages": []}, "interrupts": [batched(call("c", "x"))]},
         )
-        with pytest.raises(ThreadStateError, match="unreadable"):
-            Assistants(BASE, "k").under_review(THREAD)
+        review = Assistants(BASE, "k").under_review(THREAD)
+    assert review.kind == "interrupt" and "no AI message" in review.problem
 
 
 def test_thread_messages():

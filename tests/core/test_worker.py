@@ -149,3 +149,33 @@ def test_server_down_during_a_resume_is_retried_until_applied(
     delays = celery_worker.retry_delays("nitro_assistants.resume_thread")[earlier : earlier + 2]
     assert len(delays) == 2
     assert delays[0] < delays[1]  # backing off: 0.5-1 s, then 1-2 s
+
+
+def test_pauses_of_graphs_of_their_own_through_celery(assistant: Any, admin_user: Any) -> None:
+    """Agent Inbox and plain interrupt() pauses (docs/protocol.md §9) decided through the real
+    worker: an inbox edit, then a plain interrupt answered twice in a row (one node pausing
+    again gives a new review)."""
+    run = services.start_run("inbox", "refund please", user=admin_user)
+    review = pending_review(run.thread, "inbox")
+    edit = {"type": "edit", "args": {"action": "send_refund", "args": {"order_id": 1, "amount": 2}}}
+    services.decide(review, admin_user, {"answer": edit})
+    decision = wait_for(
+        lambda: Decision.objects.filter(review=review).exclude(outcome="pending").first()
+    )
+    assert decision.outcome == "applied", decision.error
+    assert decision.run is not None and decision.run.reply == "refund sent: order 1 amount 2"
+
+    run = services.start_run("plain_interrupt", "hi", user=admin_user)
+    first = pending_review(run.thread, "interrupt")
+    services.decide(first, admin_user, {"answer": True})
+    second = wait_for(
+        lambda: (
+            Review.objects.filter(thread=run.thread, status="pending").exclude(pk=first.pk).first()
+        )
+    )
+    assert second.payload["pauses"][0]["options"] == ["UPS", "DHL"]
+    services.decide(second, admin_user, {"answer": "UPS"})
+    done = wait_for(
+        lambda: Decision.objects.filter(review=second).exclude(outcome="pending").first()
+    )
+    assert done.run is not None and done.run.reply == "approved=True carrier='UPS'"

@@ -61,6 +61,7 @@ def test_the_document_is_openapi_3_1_and_served(client: Any) -> None:
         "/reviews",
         "/reviews/{reviewId}",
         "/reviews/{reviewId}/decide",
+        "/reviews/{reviewId}/dismiss",
     }
 
 
@@ -142,7 +143,12 @@ def test_schemathesis_on_the_reviews_endpoints_reaches_decisions_of_every_kind(
         *(make_reply_review() for _ in range(3)),
         interaction("question", QUESTIONS, interaction_id="q"),
     ]
-    schema = schemathesis.openapi.from_wsgi(OPENAPI, WSGIHandler()).include(path_regex="^/reviews")
+    # Dismiss has a test of its own below: here the examples go to reaching decisions.
+    schema = (
+        schemathesis.openapi.from_wsgi(OPENAPI, WSGIHandler())
+        .include(path_regex="^/reviews")
+        .exclude(path_regex="/dismiss$")
+    )
     cases = st.one_of(
         schema.as_strategy(generation_mode=GenerationMode.POSITIVE),
         schema.as_strategy(generation_mode=GenerationMode.NEGATIVE),
@@ -191,6 +197,45 @@ def test_schemathesis_on_the_reviews_endpoints_reaches_decisions_of_every_kind(
     assert {200, 404} <= seen["/reviews/{reviewId}"], seen
     assert {200, 400, 404, 409} <= seen["/reviews/{reviewId}/decide"], seen
     assert Decision.objects.filter(review__kind__in=["tool_calls", "reply"]).exists()
+
+
+def test_schemathesis_on_dismiss_finds_no_server_error_and_conforms(
+    opener: Any, key: str, grant: Any, settings: Any, fake: Any
+) -> None:
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "API_RATE_LIMIT": 0}
+    grant(opener, "nitro_assistants.decide_review")
+    reviews = [make_tool_review() for _ in range(3)]
+    schema = schemathesis.openapi.from_wsgi(OPENAPI, WSGIHandler()).include(path_regex="/dismiss$")
+    checks = [
+        not_a_server_error,
+        error_envelope,
+        status_code_conformance,
+        content_type_conformance,
+        response_schema_conformance,
+    ]
+    seen: set[int] = set()
+
+    @hypothesis_settings(
+        max_examples=30,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(
+        case=schema.as_strategy(generation_mode=GenerationMode.POSITIVE),
+        real=st.sampled_from([None, *reviews]),
+    )
+    def run(case: Any, real: Any) -> None:
+        if real is not None:
+            case.path_parameters["reviewId"] = real.pk
+        response = case.call_and_validate(
+            headers={**(case.headers or {}), "Authorization": f"Bearer {key}"}, checks=checks
+        )
+        seen.add(response.status_code)
+
+    run()
+    assert {200, 404, 409} <= seen, seen
 
 
 def test_session_without_credentials_is_401_in_the_envelope(client: Any) -> None:

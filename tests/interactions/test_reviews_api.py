@@ -538,7 +538,7 @@ def test_the_list_holds_the_reviews_the_caller_may_decide_oldest_first(
     [
         ({"status": "open"}, "status"),
         ({"status": ""}, "status"),
-        ({"kind": "inbox"}, "kind"),
+        ({"kind": "mailbox"}, "kind"),
         ({"assistant": "nope"}, "assistant"),
         ({"thread": "not-a-uuid"}, "thread"),
         ({"limit": "0"}, "limit"),
