@@ -284,7 +284,11 @@ class Command(BaseCommand):
         """What the queue and the screens show of the example rules: the quorum's count and
         group, the escalated review overdue with Managers, the small refund decided by its
         rule (its thread's events name it)."""
+        # At 1400 px the queue's last columns (approvals, due) are past the right edge (the
+        # table scrolls sideways): a wider window, so that the screenshot shows them.
+        page.set_viewport_size({"width": 1900, "height": 900})
         self.open(page, "/admin/nitro_assistants/review/", "queue-governance")
+        page.set_viewport_size({"width": 1400, "height": 900})
         quorum = " ".join(self.row(page, governed["quorum"].pk).all_inner_texts())
         if "0 of 2 approvals · waiting for someone in Finance" not in quorum:
             raise CommandError(f"the queue's large refund row reads {quorum!r}")

@@ -96,7 +96,7 @@ def example_rules() -> list[Policy]:
             "action": Policy.Action.AUTO_APPROVE,
         },
         {
-            "name": "Cancellations need two dispatchers, then a manager",
+            "name": "Cancellations need two dispatchers (then a manager)",
             "position": 30,
             "tool": "cancel_*",
             "approvals": 2,
