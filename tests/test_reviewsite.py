@@ -55,7 +55,13 @@ def run_demo_check(**variables: str) -> subprocess.CompletedProcess[str]:
 def assert_demo_passed(done: subprocess.CompletedProcess[str]) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "login: admin / " in done.stdout
-    assert "seeded: 4 pending reviews (plan, question, reply, tool_calls)" in done.stdout
+    # The four kinds, plus the governed ones: the small refund's reply (its refund approved by
+    # its rule), the large refund (two approvals) and the escalated cancellation.
+    assert (
+        "seeded: 7 pending reviews (plan, question, reply, reply, tool_calls, tool_calls, "
+        "tool_calls)" in done.stdout
+    )
+    assert "finance login: finance / " in done.stdout
     assert "deliveries: delivered, failed" in done.stdout
     # The check ran in chromium: every page it opened had the admin's stylesheet, and the plan's
     # steps ran the demo's operations.
@@ -63,6 +69,11 @@ def assert_demo_passed(done: subprocess.CompletedProcess[str]) -> None:
     assert "pages rendered with the admin's stylesheet" in done.stdout
     assert "Moved Dana Whitfield's appointment from Monday to Tuesday" in done.stdout
     assert "Texted Sam Ortiz the new time" in done.stdout
+    assert re.search(
+        r"governance: review \d+ approved by its rule, review \d+ approved by two "
+        r"\(Approved by admin, finance\), review \d+ escalated",
+        done.stdout,
+    ), done.stdout[-3000:]
 
 
 def test_demo_check_runs_end_to_end() -> None:

@@ -1,7 +1,7 @@
 """The demo assistant, served by ``langgraph dev`` (see langgraph.json beside this file).
 
-A virtual confirmation assistant: it holds calls to ``reschedule_appointment`` and
-``cancel_appointment`` for review, holds its replies (``__reply__``), delivers settled replies
+A virtual confirmation assistant: it holds calls to ``reschedule_appointment``,
+``cancel_appointment`` and ``refund`` for review (the demo's policy rules decide some of them), holds its replies (``__reply__``), delivers settled replies
 through ``send_sms`` (which writes to an outbox file the site shows, and refuses messages with a
 link, as carriers do), and can ask typed questions and propose plans (``ask_reader``).
 
@@ -43,6 +43,12 @@ def send_sms(content: str) -> str:
     with OUTBOX.open("a", encoding="utf-8") as outbox:
         outbox.write(json.dumps(entry) + "\n")
     return f"sent to {entry['to']}"
+
+
+@tool
+def refund(appointment_id: int, amount: float, reason: str) -> str:
+    """Refund the customer ``amount`` dollars for appointment ``appointment_id``."""
+    return f"Refunded ${amount:.2f} for appointment {appointment_id} ({reason})"
 
 
 class DemoChatModel(ScriptedChatModel):
@@ -117,7 +123,7 @@ def _model() -> Any:
 
 graph = create_agent(
     _model(),
-    tools=[*APPOINTMENT_TOOLS, ask_reader],
+    tools=[*APPOINTMENT_TOOLS, refund, ask_reader],
     system_prompt="You confirm and reschedule appointments for customers by SMS. Be brief.",
     middleware=[
         DeliveryMiddleware(send_sms, attempts=2, backoff=0.1),
@@ -125,6 +131,7 @@ graph = create_agent(
             {
                 "reschedule_appointment": True,
                 "cancel_appointment": {"allowed_decisions": ["approve", "reject"]},
+                "refund": {"allowed_decisions": ["approve", "reject"]},
                 "__reply__": {
                     "allowed_decisions": ["approve", "edit", "reject"],
                     "description": "Review this SMS before it is sent",

@@ -70,6 +70,18 @@ ASK_PLAN = "Please move me to Tuesday at 10 and let the technician know."
 DELIVERED = "Does Wednesday at 2pm still work?"
 #: A reply the seed approves, and the gateway refuses (it blocks links): a failed delivery.
 FAILED = "Can you text me the link to my booking?"
+#: A refund the "Small refunds go through" rule approves at once: the refund runs, and the
+#: thread waits on the reply telling the customer.
+SMALL_REFUND = "The technician was an hour late. Can I get the $20 call-out fee back?"
+#: A refund "Large refunds need two people in Finance" holds for two approvals.
+LARGE_REFUND = "Your technician flooded my kitchen. Please refund the $480 I paid."
+#: A cancellation, whose rule's deadline passes during the seed: the sweep escalates it.
+CANCEL = "Please cancel my appointment, I'm moving away."
+
+
+def _call(name: str, **args: object) -> str:
+    return "tools: " + json.dumps([{"name": name, "args": args}])
+
 
 SCRIPT = {
     MOVE: MOVE,  # the scripted model reschedules on "move ... to <day>" itself
@@ -78,4 +90,7 @@ SCRIPT = {
     ASK_PLAN: "ask: " + json.dumps(PLAN),
     DELIVERED: "reply: Yes, you're all set for Wednesday at 2pm.",
     FAILED: "reply: Here is your booking: https://bookings.example.com/42",
+    SMALL_REFUND: _call("refund", appointment_id=42, amount=20, reason="technician late"),
+    LARGE_REFUND: _call("refund", appointment_id=42, amount=480, reason="water damage"),
+    CANCEL: _call("cancel_appointment", appointment_id=42),
 }

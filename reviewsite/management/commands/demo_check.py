@@ -1,7 +1,10 @@
 """Check a running demo as a person would see it: in a real browser (Playwright driving Debian's
 chromium), log in, open every admin page the demo links, and on each one require a 200, the
 admin's stylesheet applied, every static file loaded and no script error; then decide the held
-tool call and approve the plan through their review screens and see what came of them.
+tool call and approve the plan through their review screens and see what came of them; and see
+the example policy rules at work (docs/governance.md): the small refund decided by its rule, the
+large one waiting for two approvals in Finance (approved by the admin, then by the Finance
+reviewer), and the cancellation escalated and flagged overdue.
 
 The database is read only before the browser starts and after it closes (Playwright's sync API
 runs an event loop in this thread, where Django refuses ORM calls); in between, the check waits
@@ -19,7 +22,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from playwright.sync_api import Page, Response, sync_playwright
 
-from nitro_assistants.models import Delivery, Review, StepResult, Thread
+from nitro_assistants.models import Decision, Delivery, Review, ReviewHandling, StepResult, Thread
 from reviewsite import outbox
 from reviewsite.models import Appointment
 
@@ -46,6 +49,11 @@ class Command(BaseCommand):
         parser.add_argument("--url", required=True)
         parser.add_argument("--username", required=True)
         parser.add_argument("--password", required=True)
+        parser.add_argument(
+            "--second-username",
+            default="finance",
+            help="The seeded Finance reviewer (same password): the large refund's second approver.",
+        )
         parser.add_argument("--screenshots", default="", help="Directory to save each page to.")
         parser.add_argument(
             "--timeout",
@@ -61,7 +69,13 @@ class Command(BaseCommand):
         if self.shots:
             self.shots.mkdir(parents=True, exist_ok=True)
 
-        pending = {r.kind: r for r in Review.objects.filter(status=Review.Status.PENDING)}
+        governed = self.governed()
+        pending = {
+            r.kind: r
+            for r in Review.objects.filter(status=Review.Status.PENDING).exclude(
+                thread__in=[r.thread_id for r in governed.values()]
+            )
+        }
         if set(pending) != {"tool_calls", "reply", "question", "plan"}:
             raise CommandError(f"the seed should leave one review of each kind; found {pending}")
         reviews = list(Review.objects.order_by("pk").values_list("pk", flat=True))
@@ -84,11 +98,25 @@ class Command(BaseCommand):
                 visited = self.visit_every_page(page, pending, reviews, threads)
                 follow_up = self.decide_tool_call(page, tool_call.pk)
                 steps = self.approve_plan(page, plan.pk)
+                self.check_governance(page, governed)
+                self.approve_quorum(
+                    page,
+                    governed["quorum"].pk,
+                    (options["username"], options["second_username"]),
+                    options["password"],
+                )
             finally:
                 browser.close()
 
         tool_call.refresh_from_db()
         plan.refresh_from_db()
+        quorum = Decision.objects.filter(review=governed["quorum"]).first()
+        if (
+            quorum is None
+            or "admin" not in quorum.note
+            or options["second_username"] not in (quorum.note)
+        ):
+            raise CommandError(f"the large refund was not approved by both: {quorum}")
         results = {s.step_id: s for s in StepResult.objects.filter(review=plan)}
         moved = Appointment.objects.get(pk=42)
         texted = [m for m in outbox.sent() if "is now on Tuesday" in str(m.get("content"))]
@@ -106,8 +134,28 @@ class Command(BaseCommand):
             f"with the admin's stylesheet; review {tool_call.pk} approved, thread now waits on "
             f"{follow_up}; plan {plan.pk} approved, steps: {steps}; deliveries: "
             f"{Delivery.objects.filter(status='delivered').count()} delivered, "
-            f"{Delivery.objects.filter(status='failed').count()} failed"
+            f"{Delivery.objects.filter(status='failed').count()} failed; governance: "
+            f"review {governed['auto'].pk} approved by its rule, review {governed['quorum'].pk} "
+            f"approved by two ({quorum.note}), review {governed['escalated'].pk} escalated"
         )
+
+    def governed(self) -> dict[str, Review]:
+        """The seeded reviews the example rules handled: ``auto`` (approved by its rule),
+        ``quorum`` (waiting for two approvals in Finance), ``escalated`` (its deadline passed)."""
+        auto = Review.objects.filter(decision__reviewer_id__startswith="policy:").first()
+        quorum = Review.objects.filter(
+            status=Review.Status.PENDING, handling__group__name="Finance"
+        ).first()
+        escalated = Review.objects.filter(
+            status=Review.Status.PENDING, handling__escalated_at__isnull=False
+        ).first()
+        found = {"auto": auto, "quorum": quorum, "escalated": escalated}
+        if None in found.values():
+            raise CommandError(f"the seed should leave one review per governed case: {found}")
+        handled = {h.review_id: h for h in ReviewHandling.objects.filter(review__in=found.values())}
+        if auto is None or auto.status != Review.Status.APPLIED or auto.pk not in handled:
+            raise CommandError(f"the small refund is not applied by its rule: {auto}")
+        return {k: v for k, v in found.items() if v is not None}
 
     # -- the browser ---------------------------------------------------------------------------
 
@@ -226,6 +274,62 @@ class Command(BaseCommand):
             lambda: "reply #" in " ".join(now.all_inner_texts()).lower(),
         )
         return now.inner_text()
+
+    def row(self, page: Page, pk: int) -> Any:
+        return page.locator("#result_list tbody tr").filter(
+            has=page.locator(f'a[href*="/review/{pk}/"]')
+        )
+
+    def check_governance(self, page: Page, governed: dict[str, Review]) -> None:
+        """What the queue and the screens show of the example rules: the quorum's count and
+        group, the escalated review overdue with Managers, the small refund decided by its
+        rule (its thread's events name it)."""
+        # At 1400 px the queue's last columns (approvals, due) are past the right edge (the
+        # table scrolls sideways): a wider window, so that the screenshot shows them.
+        page.set_viewport_size({"width": 1900, "height": 900})
+        self.open(page, "/admin/nitro_assistants/review/", "queue-governance")
+        page.set_viewport_size({"width": 1400, "height": 900})
+        quorum = " ".join(self.row(page, governed["quorum"].pk).all_inner_texts())
+        if "0 of 2 approvals · waiting for someone in Finance" not in quorum:
+            raise CommandError(f"the queue's large refund row reads {quorum!r}")
+        escalated = self.row(page, governed["escalated"].pk)
+        due = " ".join(escalated.locator("td.field-due").all_inner_texts())
+        approvals = " ".join(escalated.locator("td.field-approvals").all_inner_texts())
+        if "overdue" not in due or "Managers" not in approvals:
+            raise CommandError(f"the escalated cancellation reads {due!r}, {approvals!r}")
+        auto = governed["auto"]
+        self.open(page, f"/admin/nitro_assistants/review/{auto.pk}/review/", "review-auto")
+        if "Small refunds go through" not in page.content():
+            raise CommandError(f"review {auto.pk}'s screen does not name the rule that decided it")
+        self.open(page, f"/admin/nitro_assistants/thread/{auto.thread_id}/change/", "thread-auto")
+        text = page.content()
+        if "review_auto_decided" not in text or "Small refunds go through" not in text:
+            raise CommandError(f"thread {auto.thread_id}'s events do not name the rule")
+
+    def approve_quorum(self, page: Page, pk: int, users: tuple[str, str], password: str) -> None:
+        """The admin approves the large refund: it stays pending, 1 of 2; the Finance reviewer
+        approves it too, and it is applied (the refund runs)."""
+        path = f"/admin/nitro_assistants/review/{pk}/review/"
+        first, second = users
+        for who, name in ((first, "quorum-first"), (second, "quorum-second")):
+            if who == second:
+                page.context.clear_cookies()
+                self.log_in(page, second, password)
+            self.open(page, path, f"{name}-before")
+            for radio in page.locator('input[type=radio][name$="-action"][value="approve"]').all():
+                radio.check()
+            with page.expect_navigation():
+                page.click("input[name=_decide]")
+            self.check_page(page, 200, path, name)
+            said = page.content()
+            if who == first and "1 of 2 approvals" not in said:
+                raise CommandError(f"the first approval of review {pk} did not count 1 of 2")
+        self.wait_for(
+            page,
+            "/admin/nitro_assistants/review/?status=all",
+            "quorum-applied",
+            lambda: "applied" in " ".join(self.row(page, pk).all_inner_texts()),
+        )
 
     def approve_plan(self, page: Page, pk: int) -> str:
         """Approve the plan as seeded; its steps run the demo's operations, and the review screen

@@ -1,5 +1,7 @@
-"""Seed the demo: an admin login, the appointment the conversations are about, example policy
-rules (docs/governance.md), and conversations waiting on each kind of review.
+"""Seed the demo: an admin login, a second reviewer in Finance, the appointment the
+conversations are about, example policy rules (docs/governance.md), conversations waiting on
+each kind of review, and three the rules handle: a small refund approved at once, a large one
+waiting for two approvals, and a cancellation whose deadline passes and is escalated.
 
 Runs go through Celery: eagerly in this process without a broker, or on the demo's worker with
 one. Either way the command waits until each conversation has settled (its review is there, the
@@ -15,11 +17,13 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from nitro_assistants import services
-from nitro_assistants.models import Delivery, Policy, Review, Run, Thread
+from nitro_assistants.models import Delivery, Policy, Review, ReviewHandling, Run, Thread
+from nitro_assistants.services import governance
 from reviewsite.agent import script
 from reviewsite.models import Appointment
 
@@ -34,6 +38,8 @@ APPOINTMENT = {
     "day": "Monday",
     "time": "09:00",
 }
+#: The cancellation rule's deadline: short so that the seed shows it passing (think hours).
+CANCEL_DEADLINE = datetime.timedelta(seconds=5)
 
 
 def wait_for(what: str, settled: Callable[[], bool], timeout: float) -> None:
@@ -51,12 +57,29 @@ def wait_for(what: str, settled: Callable[[], bool], timeout: float) -> None:
 
 def example_rules() -> list[Policy]:
     """Rules that show each kind of handling: approved at once, refused at once, two approvals
-    by a group with a deadline that escalates and then rejects, and a rule on a reply's text.
-    None of them matches the seeded conversations, which wait for one person as before; ask the
-    assistant to move an appointment to Wednesday or Saturday, or to cancel one, to see them."""
+    by a group, a deadline that escalates, and a rule on a reply's text. The seeded refunds and
+    cancellation meet them; ask the assistant to move an appointment to Wednesday or Saturday to
+    see the others."""
     dispatch, _ = Group.objects.get_or_create(name="Dispatch")
     managers, _ = Group.objects.get_or_create(name="Managers")
+    finance, _ = Group.objects.get_or_create(name="Finance")
     rules: list[dict[str, Any]] = [
+        {
+            "name": "Small refunds go through",
+            "position": 5,
+            "tool": "refund",
+            "conditions": [{"path": "amount", "op": "lte", "value": 50}],
+            "action": Policy.Action.AUTO_APPROVE,
+        },
+        {
+            "name": "Large refunds need two people in Finance",
+            "position": 6,
+            "tool": "refund",
+            "conditions": [{"path": "amount", "op": "gt", "value": 50}],
+            "approvals": 2,
+            "group": finance,
+            "priority": 5,
+        },
         {
             "name": "Weekend moves are refused",
             "position": 10,
@@ -73,17 +96,18 @@ def example_rules() -> list[Policy]:
             "action": Policy.Action.AUTO_APPROVE,
         },
         {
-            "name": "Cancellations need two dispatchers",
+            "name": "Cancellations need two dispatchers (then a manager)",
             "position": 30,
             "tool": "cancel_*",
             "approvals": 2,
             "group": dispatch,
             "priority": 5,
-            "deadline": datetime.timedelta(hours=4),
+            "deadline": CANCEL_DEADLINE,
             "on_deadline": Policy.OnDeadline.ESCALATE,
             "escalate_to": managers,
-            "escalation_deadline": datetime.timedelta(hours=1),
-            "on_escalation_deadline": Policy.AfterEscalation.REJECT,
+            # None: once escalated, the review stays with Managers, flagged overdue.
+            "escalation_deadline": None,
+            "on_escalation_deadline": Policy.AfterEscalation.NOTHING,
         },
         {
             "name": "Replies about refunds need two approvals",
@@ -96,6 +120,25 @@ def example_rules() -> list[Policy]:
     return [
         Policy.objects.update_or_create(name=rule.pop("name"), defaults=rule)[0] for rule in rules
     ]
+
+
+def finance_reviewer(username: str, password: str) -> Any:
+    """A staff member of Finance who may see and decide reviews (not a superuser): the large
+    refund's second approver."""
+    user, _ = get_user_model().objects.get_or_create(
+        username=username, defaults={"email": f"{username}@example.com"}
+    )
+    user.is_staff = True
+    user.set_password(password)
+    user.save()
+    user.groups.add(Group.objects.get(name="Finance"))
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="nitro_assistants",
+            codename__in=["view_review", "decide_review", "view_thread", "view_event"],
+        )
+    )
+    return user
 
 
 class Command(BaseCommand):
@@ -124,6 +167,7 @@ class Command(BaseCommand):
         fields = dict(APPOINTMENT)
         Appointment.objects.update_or_create(pk=fields.pop("pk"), defaults=fields)
         rules = example_rules()
+        finance = finance_reviewer("finance", password)
 
         def converse(text: str) -> Run:
             return services.start_run(ASSISTANT, [{"role": "user", "content": text}], user=admin)
@@ -134,7 +178,13 @@ class Command(BaseCommand):
         ]
         # One conversation settled and delivered, one whose delivery failed.
         settling = [converse(script.DELIVERED), converse(script.FAILED)]
-        pks = [run.pk for run in runs + settling]
+        # A customer's messages, as an SMS gateway would start them (no site user): whoever
+        # reviews them may approve (separation of duties, docs/governance.md#quorum).
+        governed = {
+            text: services.start_run(ASSISTANT, [{"role": "user", "content": text}])
+            for text in (script.SMALL_REFUND, script.LARGE_REFUND, script.CANCEL)
+        }
+        pks = [run.pk for run in runs + settling + list(governed.values())]
         wait_for(
             f"the {len(pks)} seeded runs finishing",
             lambda: not Run.objects.filter(pk__in=pks).exclude(status__in=Run.FINISHED).exists(),
@@ -159,6 +209,29 @@ class Command(BaseCommand):
             timeout,
         )
 
+        # The small refund: the rule approves it, the refund runs, the thread waits on its reply.
+        small = governed[script.SMALL_REFUND].thread_id
+        wait_for(
+            "the small refund's approval by its rule",
+            lambda: Review.objects.filter(
+                thread=small, kind=Review.Kind.REPLY, status=Review.Status.PENDING
+            ).exists(),
+            timeout,
+        )
+        # The cancellation's deadline passes; the sweep (the beat's, every minute, or this one)
+        # escalates it to Managers, once.
+        cancel = governed[script.CANCEL].thread_id
+        handling = ReviewHandling.objects.get(review__thread=cancel)
+        time.sleep(max(0.0, (handling.due_at - timezone.now()).total_seconds()) + 0.1)
+        governance.sweep_deadlines()
+        wait_for(
+            "the cancellation's escalation",
+            lambda: ReviewHandling.objects.filter(
+                review__thread=cancel, escalated_at__isnull=False
+            ).exists(),
+            timeout,
+        )
+
         pending = Review.objects.filter(status=Review.Status.PENDING)
         kinds = sorted(pending.values_list("kind", flat=True))
         outcomes = sorted(Delivery.objects.values_list("status", flat=True))
@@ -166,3 +239,4 @@ class Command(BaseCommand):
         self.stdout.write(f"deliveries: {', '.join(outcomes)}")
         self.stdout.write(f"policy rules: {', '.join(rule.name for rule in rules)}")
         self.stdout.write(f"login: {admin.get_username()} / {password}")
+        self.stdout.write(f"finance login: {finance.get_username()} / {password}")
