@@ -172,13 +172,15 @@ class Command(BaseCommand):
 
         page.on("response", on_response)
         page.on("pageerror", lambda error: self.problems.append(f"script error: {error}"))
-        page.on(
-            "requestfailed",
-            lambda request: (
-                request.url.startswith(self.base)
-                and self.problems.append(f"{request.url}: {request.failure}")
-            ),
-        )
+
+        def on_failed(request: Any) -> None:
+            # ERR_ABORTED is the browser cancelling a request itself (the page navigated away
+            # while the live poll or a claim renewal was in flight), not the site failing.
+            failure = str(request.failure or "")
+            if request.url.startswith(self.base) and "ERR_ABORTED" not in failure:
+                self.problems.append(f"{request.url}: {failure}")
+
+        page.on("requestfailed", on_failed)
 
     def open(self, page: Page, path: str, name: str) -> None:
         """Open ``path``; it must answer 200 with the admin's stylesheet applied and nothing
