@@ -87,7 +87,7 @@ def start_run(
             # A new thread has nothing pending yet.
             supersede_pending_review(thread, reason="new_message", actor=user)
         run_input: dict[str, Any] = {"messages": payload}
-        if metadata and "metadata" in changed:
+        if "metadata" in changed:
             # For the worker to merge into the server's thread before the run (one the server
             # does not have yet is created by the run, with all of Thread.metadata).
             run_input["thread_metadata"] = metadata
