@@ -2,14 +2,20 @@
 
 ``NITRO_ASSISTANTS["THREAD_SUBJECT"]`` says how (docs/django.md "Settings"):
 
-- a list of keys of the thread's context (the context its runs are sent with); a dotted key walks
-  into nested objects (``"customer.name"``); a ``(label, key)`` pair prefixes the value
-  (``("order", "order_id")`` → ``order 1234``). The values found are joined with `` · ``;
-- or the dotted path of a callable taking the thread and returning the text.
+- a list of keys, each looked up in the thread's context (the context its runs are sent with)
+  and, when the context has no value there, in the thread's metadata (what the host passed when
+  it started the thread: ``start_run(..., metadata=...)``). A dotted key walks into nested
+  objects (``"customer.name"``); a ``(label, key)`` pair prefixes the value
+  (``("order", "order_id")`` → ``order 1234``). The values found are joined with `` · ``.
+  One list for both, rather than a ``metadata.`` prefix: a setting written for the context
+  means what it meant, no key of the host's is reserved, and a value moved between the two
+  needs no change of the setting;
+- or the dotted path of a callable taking the thread (its ``context``, ``metadata`` and
+  ``values``) and returning the text.
 
 Either way, a thread whose subject comes out blank is described by its customer's first message
 (its first line), so no list ever shows a bare id. The text is computed when the thread is saved
-(its context set, its conversation mirrored) into ``Thread.subject``: lists read a column, they
+(its context or metadata set, its conversation mirrored) into ``Thread.subject``: lists read a column, they
 never call the host's code per row.
 """
 
@@ -46,12 +52,13 @@ def _shown(value: Any) -> str:
     return " ".join(str(value).split())
 
 
-def from_keys(keys: list[Any] | tuple[Any, ...], context: Any) -> str:
-    """The values of ``keys`` in ``context`` that are there, joined with `` · ``."""
+def from_keys(keys: list[Any] | tuple[Any, ...], context: Any, metadata: Any = None) -> str:
+    """The values of ``keys`` that are there, each from ``context`` or else from ``metadata``,
+    joined with `` · ``."""
     parts = []
     for entry in keys:
         label, key = (entry[0], entry[1]) if isinstance(entry, (list, tuple)) else ("", entry)
-        value = _shown(_lookup(context, str(key)))
+        value = _shown(_lookup(context, str(key))) or _shown(_lookup(metadata, str(key)))
         if value:
             parts.append(f"{label} {value}" if label else value)
     return SEPARATOR.join(parts)
@@ -118,7 +125,8 @@ def cut(text: str) -> str:
 
 
 def describe(thread: Any) -> str:
-    """What ``thread`` (a Thread, or anything with its ``context`` and ``values``) is about.
+    """What ``thread`` (a Thread, or anything with its ``context``, ``metadata`` and ``values``)
+    is about.
 
     A callable of the host that fails is logged and the thread described by its first message
     instead: mirroring a conversation never fails because its description did.
@@ -129,7 +137,11 @@ def describe(thread: Any) -> str:
         if callable(how):
             text = str(how(thread) or "")
         elif how:
-            text = from_keys(how, getattr(thread, "context", None) or {})
+            text = from_keys(
+                how,
+                getattr(thread, "context", None) or {},
+                getattr(thread, "metadata", None) or {},  # a historical model may have none
+            )
     except Exception:
         logger.exception("NITRO_ASSISTANTS['THREAD_SUBJECT'] failed on thread %s", thread.pk)
         text = ""

@@ -147,6 +147,9 @@ NITRO_ASSISTANTS = {
     # Reviewers are told what waits for them by e-mail (the console backend in the demo).
     "NOTIFIERS": {"email": {"BACKEND": "nitro_assistants.services.notifiers.EmailNotifier"}},
     "NOTIFY_BASE_URL": env.str("NOTIFY_BASE_URL", default="http://127.0.0.1:8000"),
+    # Who a conversation is about: the SMS gateway's customer (the thread's metadata, see
+    # seed_demo); a conversation without one is described by its first message.
+    "THREAD_SUBJECT": ["customer", "phone"],
 }
 
 # Where the demo assistant's send_sms tool "sends" its messages (shown at /outbox/).

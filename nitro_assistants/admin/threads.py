@@ -139,6 +139,7 @@ class ThreadAdmin(ReadOnlyAdmin):
         "updated_at",
         "synced_at",
         "shown_context",
+        "shown_metadata",
         "conversation",
     )
     inlines = [ReviewInline, RunInline, DeliveryInline, EventInline]
@@ -153,7 +154,7 @@ class ThreadAdmin(ReadOnlyAdmin):
         if request.resolver_match and (request.resolver_match.url_name or "").endswith(
             "changelist"
         ):
-            queryset = queryset.defer("values", "context")
+            queryset = queryset.defer("values", "context", "metadata")
         return queryset
 
     def get_search_results(
@@ -175,6 +176,10 @@ class ThreadAdmin(ReadOnlyAdmin):
     @admin.display(description=gettext_lazy("context"))
     def shown_context(self, obj: Thread) -> SafeString:
         return shown(obj.context or {})
+
+    @admin.display(description=gettext_lazy("metadata"))
+    def shown_metadata(self, obj: Thread) -> SafeString:
+        return shown(obj.metadata or {})
 
     @admin.display(description=gettext_lazy("conversation"))
     def conversation(self, obj: Thread) -> SafeString:

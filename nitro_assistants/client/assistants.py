@@ -207,17 +207,21 @@ class Assistants:
         context: dict[str, Any] | None = None,
         known_thread: bool = False,
         metadata: dict[str, Any] | None = None,
+        *,
+        thread_metadata: dict[str, Any] | None = None,
     ) -> RunResult:
         """Run the last of ``messages`` on the thread and wait for it to end or pause.
 
         On a thread this client has not seen (``known_thread=False``) the earlier messages seed
         it once, when it is created; a thread that exists already keeps the history it has.
+        ``thread_metadata`` goes on the thread if this run creates it (see
+        :meth:`_prepare_thread`); :meth:`update_thread` changes an existing thread's.
         """
         if not messages:
             raise RunError("run needs at least one message")
         thread_id = _check_uuid(thread_id, RunError)
         body = self._run_body(assistant_id, messages[-1], context, metadata)
-        self._prepare_thread(body, thread_id, assistant_id, messages, known_thread)
+        self._prepare_thread(body, thread_id, assistant_id, messages, known_thread, thread_metadata)
         try:
             response = self.transport.request(
                 "POST", f"/threads/{thread_id}/runs/wait", json=body, idempotent=False
@@ -296,6 +300,8 @@ class Assistants:
         webhook: str | None = None,
         command: dict[str, Any] | None = None,
         known_thread: bool = False,
+        *,
+        thread_metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Create a background run (``POST /threads/{id}/runs``) and return the run object.
 
@@ -311,7 +317,9 @@ class Assistants:
         if webhook:
             body["webhook"] = webhook
         if messages:
-            self._prepare_thread(body, thread_id, assistant_id, messages, known_thread)
+            self._prepare_thread(
+                body, thread_id, assistant_id, messages, known_thread, thread_metadata
+            )
         try:
             response = self.transport.request(
                 "POST", f"/threads/{thread_id}/runs", json=body, idempotent=False
@@ -376,6 +384,8 @@ class Assistants:
         command: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
         known_thread: bool = False,
+        *,
+        thread_metadata: dict[str, Any] | None = None,
     ) -> Iterator[ServerSentEvent]:
         """Start a run and yield its server-sent events (``POST /threads/{id}/runs/stream``).
 
@@ -389,7 +399,9 @@ class Assistants:
         if command is not None:
             body["command"] = command
         if messages:
-            self._prepare_thread(body, thread_id, assistant_id, messages, known_thread)
+            self._prepare_thread(
+                body, thread_id, assistant_id, messages, known_thread, thread_metadata
+            )
         return self._stream(thread_id, body, RunError)
 
     def _stream(
@@ -468,6 +480,23 @@ class Assistants:
         except ReviewShapeError as exc:
             raise error(f"Thread {thread_id} is paused on something unreadable: {exc}") from None
 
+    def update_thread(self, thread_id: str, metadata: Mapping[str, Any]) -> bool:
+        """Merge ``metadata`` into the thread's (``PATCH /threads/{id}``): True when done, False
+        when the server has no such thread yet (the run that creates it carries the metadata)."""
+        thread_id = _check_uuid(thread_id, ThreadStateError)
+        try:
+            # A merge of the same keys: repeating it changes nothing, so it is safe to retry.
+            response = self.transport.request(
+                "PATCH", f"/threads/{thread_id}", json={"metadata": dict(metadata)}, idempotent=True
+            )
+        except TransportError as exc:
+            raise ThreadStateError(str(exc), transient=True) from None
+        if response.status_code == 404:
+            return False
+        if not response.ok:
+            raise _error(ThreadStateError, detail_of(response), response)
+        return True
+
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread (a missing thread is not an error)."""
         thread_id = _check_uuid(thread_id, ThreadStateError)
@@ -512,28 +541,41 @@ class Assistants:
         assistant_id: str,
         messages: list[dict[str, Any]],
         known_thread: bool,
+        thread_metadata: dict[str, Any] | None = None,
     ) -> None:
         """Make sure the run in ``body`` lands on an initialized thread.
 
         Earlier messages seed a new thread (one request); a lone message lets the run create the
-        thread itself (``if_not_exists``), which costs no request at all.
+        thread itself (``if_not_exists``), which costs no request at all. Either way
+        ``thread_metadata`` goes on the thread as it is created: in ``POST /threads``, or in the
+        run's metadata, which the server copies onto a thread the run creates (and merges into
+        every later run of the thread anyway). The client's own keys win over the host's.
         """
         if known_thread:
             return
         if len(messages) > 1:
-            self._ensure_thread(thread_id, assistant_id, messages[:-1])
+            self._ensure_thread(thread_id, assistant_id, messages[:-1], thread_metadata)
         else:
             body["if_not_exists"] = "create"
+            if thread_metadata:
+                run_metadata = {**thread_metadata, **body["metadata"]}
+                body["metadata"] = run_metadata
+                body["config"] = {**body["config"], "metadata": run_metadata}
 
     def _ensure_thread(
-        self, thread_id: str, assistant_id: str, history: list[dict[str, Any]]
+        self,
+        thread_id: str,
+        assistant_id: str,
+        history: list[dict[str, Any]],
+        thread_metadata: dict[str, Any] | None = None,
     ) -> None:
-        """Create the thread seeded with ``history``; a thread that exists (409) is left as it is."""
+        """Create the thread seeded with ``history`` and carrying ``thread_metadata``; a thread
+        that exists (409) is left as it is."""
         graph = self.graph_id(assistant_id)
         body: dict[str, Any] = {
             "thread_id": thread_id,
             "if_exists": "raise",
-            "metadata": {"graph_id": graph, "user_id": self.user_id},
+            "metadata": {**(thread_metadata or {}), "graph_id": graph, "user_id": self.user_id},
         }
         if self.seed_as_node:
             # One request creates and seeds: the thread exists seeded, or not at all.

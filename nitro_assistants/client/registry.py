@@ -44,11 +44,18 @@ class Assistant:
         context: dict[str, Any] | None = None,
         known_thread: bool = False,
         metadata: dict[str, Any] | None = None,
+        thread_metadata: dict[str, Any] | None = None,
         **unexpected: Any,
     ) -> RunResult:
         _refuse(unexpected, self.assistant_id)
         return self.client.run(
-            thread_id, self.assistant_id, messages, context, known_thread, metadata
+            thread_id,
+            self.assistant_id,
+            messages,
+            context,
+            known_thread,
+            metadata,
+            thread_metadata=thread_metadata,
         )
 
     def review(
@@ -131,6 +138,7 @@ class Assistant:
         webhook: str | None = None,
         command: dict[str, Any] | None = None,
         known_thread: bool = False,
+        thread_metadata: dict[str, Any] | None = None,
         **unexpected: Any,
     ) -> dict[str, Any]:
         _refuse(unexpected, self.assistant_id)
@@ -143,6 +151,7 @@ class Assistant:
             webhook,
             command,
             known_thread,
+            thread_metadata=thread_metadata,
         )
 
     def stream(
@@ -155,6 +164,9 @@ class Assistant:
     ) -> Iterator[ServerSentEvent]:
         _refuse(unexpected, self.assistant_id)
         return self.client.stream(thread_id, self.assistant_id, messages, context, stream_mode)
+
+    def update_thread(self, thread_id: str, metadata: Mapping[str, Any]) -> bool:
+        return self.client.update_thread(thread_id, metadata)
 
     def under_review(self, thread_id: str) -> PendingReview | None:
         return self.client.under_review(thread_id)

@@ -34,6 +34,15 @@ class Thread(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.IDLE)
     values = models.JSONField(_("state snapshot"), default=dict, blank=True)
     context = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(
+        _("metadata"),
+        default=dict,
+        blank=True,
+        help_text=_(
+            "What the host said about the thread when it started it (start_run's metadata): "
+            "also on the server's thread."
+        ),
+    )
     subject = models.CharField(
         _("about"),
         max_length=subjects.SUBJECT_LENGTH,
@@ -63,7 +72,7 @@ class Thread(models.Model):
         # The subject is computed here, whenever what it is computed from is written, so lists
         # read a column instead of calling THREAD_SUBJECT per row.
         fields = kwargs.get("update_fields")
-        if fields is None or {"context", "values"} & set(fields):
+        if fields is None or {"context", "values", "metadata"} & set(fields):
             self.subject = subjects.describe(self)
             if fields is not None:
                 kwargs["update_fields"] = {*fields, "subject"}

@@ -9,7 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from nitro_assistants import rules, signals
-from nitro_assistants.models import Decision, Review, Run, Thread
+from nitro_assistants.models import Claim, Decision, Review, Run, Thread
 from nitro_assistants.operations import get_operation
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
@@ -128,12 +128,30 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
     if current is not None:
         supersede(current, reason="replaced")
     review = Review.objects.create(thread=thread, run=run, **fields)
+    if (
+        current is not None
+        and review.interaction_id
+        and current.interaction_id == review.interaction_id
+    ):
+        _carry_claim(current, review)
     record_event(thread, "review_requested", review=review, run=run, kind=review.kind)
     send_on_commit(signals.review_requested, Review, review=review, thread=thread, run=run)
     review = _stuck(review, run, fields)
     if review.status == Review.Status.PENDING:  # a stuck pause is never decided by a policy
         review_mirrored(review)  # the policy rules: a handling, or a decision at once
     return review
+
+
+def _carry_claim(old: Review, new: Review) -> None:
+    """A new revision of the interaction someone is working on: their live claim moves to it,
+    lease and all. One statement, in the transaction creating the revision (nobody can claim
+    the new row before it commits); a take-over of the old revision racing it holds the claim's
+    row, so this waits for it and moves the claim as it then stands. Only for a revision: a
+    tool-call or reply review costs no statement."""
+    now = timezone.now()
+    Claim.objects.filter(review_id=old.pk, expires_at__gt=now).update(
+        review_id=new.pk, changed_at=now
+    )
 
 
 def _stuck(review: Review, run: Run | None, fields: dict[str, Any]) -> Review:

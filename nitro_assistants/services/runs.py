@@ -48,11 +48,20 @@ def start_run(
     messages: Iterable[Any] | str,
     context: dict[str, Any] | None = None,
     user: Any = None,
+    metadata: dict[str, Any] | None = None,
 ) -> Run:
     """Record a run of ``thread`` (or of a new thread of the assistant key given) and enqueue it
     after commit. A review pending on the thread is superseded first: the new customer message
-    discards the remote pause too (docs/protocol.md §4)."""
+    discards the remote pause too (docs/protocol.md §4).
+
+    ``metadata`` describes the thread (who the customer is, which order): a new thread is
+    created with it, here and on the server (by the run that creates it there, no request of
+    its own); given for an existing thread it is merged into the thread's, here in the same
+    UPDATE as the context and on the server before the run (``PATCH /threads/{id}``)."""
     payload = _normalize_messages(messages)
+    if metadata is not None and not isinstance(metadata, dict):
+        raise RunError("A thread's metadata is a dict.")
+    changed: list[str] = []
     with transaction.atomic(), events_batched():
         if isinstance(thread, str):
             clients.assistant_for(
@@ -62,19 +71,30 @@ def start_run(
                 assistant_key=thread,
                 opened_by=user if getattr(user, "pk", None) else None,
                 context=context or {},
+                metadata=metadata or {},
             )
             record_event(thread, "thread_opened", actor=user, assistant_key=thread.assistant_key)
         else:
             thread = Thread.objects.select_for_update().get(pk=thread.pk)
             if context is not None:
                 thread.context = context
-                thread.save(update_fields=["context", "updated_at"])
+                changed.append("context")
+            if metadata:
+                thread.metadata = {**(thread.metadata or {}), **metadata}
+                changed.append("metadata")
+            if changed:
+                thread.save(update_fields=[*changed, "updated_at"])
             # A new thread has nothing pending yet.
             supersede_pending_review(thread, reason="new_message", actor=user)
+        run_input: dict[str, Any] = {"messages": payload}
+        if "metadata" in changed:
+            # For the worker to merge into the server's thread before the run (one the server
+            # does not have yet is created by the run, with all of Thread.metadata).
+            run_input["thread_metadata"] = metadata
         run = Run.objects.create(
             thread=thread,
             kind=Run.Kind.RUN,
-            input={"messages": payload},
+            input=run_input,
             requested_by=user if getattr(user, "pk", None) else None,
         )
         record_event(thread, "run_requested", run=run, actor=user, messages=payload)
@@ -176,6 +196,7 @@ def _run_and_wait(run: Run, assistant: Any) -> Run:
                 run.save(update_fields=["remote_run_id"])
         if run.remote_run_id:  # created by an attempt that died: read its outcome
             return collect_turn(run, wait=True)
+        _send_thread_metadata(run, assistant)
         messages = run.input.get("messages") or []
         result = assistant.run(
             thread_id=thread_id,
@@ -183,11 +204,20 @@ def _run_and_wait(run: Run, assistant: Any) -> Run:
             context=run.thread.context or {},
             metadata={RUN_KEY: str(run.pk)},
             known_thread=len(messages) > 1 and _thread_known(run),
+            thread_metadata=run.thread.metadata or None,
         )
         history = result.messages or assistant.thread_messages(thread_id=thread_id)
         # record_result updates the thread first: that locks it for the rest of the mirroring.
         record_result(run.thread, run, result, history)
     return run
+
+
+def _send_thread_metadata(run: Run, assistant: Any) -> None:
+    """Metadata the host gave for a thread that already existed: merged into the server's thread
+    before the run (a thread the server does not have yet gets it from the run creating it)."""
+    changed = run.input.get("thread_metadata")
+    if changed:
+        assistant.update_thread(str(run.thread.thread_id), changed)
 
 
 def _thread_known(run: Run) -> bool:
@@ -207,6 +237,7 @@ def _start_in_background(run: Run, assistant: Any) -> Run:
             if run.attempts > 1:
                 remote = find_remote_run(assistant, str(thread.thread_id), {RUN_KEY: str(run.pk)})
             if remote is None:
+                _send_thread_metadata(run, assistant)
                 messages = run.input.get("messages") or []
                 remote = assistant.start_run(
                     thread_id=str(thread.thread_id),
@@ -215,6 +246,7 @@ def _start_in_background(run: Run, assistant: Any) -> Run:
                     metadata={RUN_KEY: str(run.pk)},
                     webhook=webhook_url(run),
                     known_thread=len(messages) > 1 and _thread_known(run),
+                    thread_metadata=thread.metadata or None,
                 )
             run.remote_run_id = str(remote["run_id"])
             run.save(update_fields=["remote_run_id"])

@@ -123,6 +123,7 @@ class FakeAssistant:
     - ``run``, ``start_run``, ``start_review`` also add a run to :attr:`remote_runs` (with the
       ``metadata`` they were given, as the server keeps it), which ``list_runs`` and ``get_run``
       answer from; ``start_run`` and ``start_review`` return that run (status ``"pending"``);
+    - ``update_thread``: True (the thread is there);
     - ``thread_state``: :attr:`state`; ``thread_messages``: its messages; ``under_review``:
       :attr:`pending`; ``resume_outcome``: :attr:`applied` (``None``: no checkpoint carries the
       resume's metadata, the server applied nothing with it);
@@ -162,6 +163,7 @@ class FakeAssistant:
         context: dict[str, Any] | None = None,
         known_thread: bool = False,
         metadata: dict[str, Any] | None = None,
+        thread_metadata: dict[str, Any] | None = None,
     ) -> RunResult:
         """``runs/wait``: creates the remote run (found by its metadata afterwards) and waits."""
         self._record(
@@ -172,6 +174,7 @@ class FakeAssistant:
                 "context": context,
                 "known_thread": known_thread,
                 "metadata": metadata,
+                "thread_metadata": thread_metadata,
             },
         )
         self._remote_run("success", metadata)
@@ -186,6 +189,7 @@ class FakeAssistant:
         webhook: str | None = None,
         command: dict[str, Any] | None = None,
         known_thread: bool = False,
+        thread_metadata: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         self._record(
             "start_run",
@@ -197,6 +201,7 @@ class FakeAssistant:
                 "webhook": webhook,
                 "command": command,
                 "known_thread": known_thread,
+                "thread_metadata": thread_metadata,
             },
         )
         return self._remote_run("pending", metadata)
@@ -290,6 +295,11 @@ class FakeAssistant:
     def review_result(self, thread_id: str, run_id: str) -> RunResult:
         self._record("review_result", {"thread_id": thread_id, "run_id": run_id})
         return self._next()
+
+    def update_thread(self, thread_id: str, metadata: Mapping[str, Any]) -> bool:
+        """``PATCH /threads/{id}``: recorded; True (the thread is there)."""
+        self._record("update_thread", {"thread_id": thread_id, "metadata": dict(metadata)})
+        return True
 
     def thread_state(self, thread_id: str) -> dict[str, Any]:
         self._record("thread_state", {"thread_id": thread_id})

@@ -226,3 +226,43 @@ def test_an_empty_queue_shows_the_first_review_that_arrives(login: Any, jane: An
     assert page.locator(".action-counter").inner_text().startswith("1 of 1 selected")
     page.locator("#nav-sidebar [data-nitro-count]").filter(has_text="1").wait_for()
     assert page.evaluate("window.__same_page") is True
+
+
+def test_rows_added_live_are_counted_selected_and_acted_on(login: Any, jane: Any) -> None:
+    first = make_tool_review()
+    page = login(jane)
+    page.evaluate("window.__same_page = true")
+    counter = page.locator(".action-counter")
+    toggle = page.locator("#action-toggle")
+    page.check(f'input.action-select[value="{first.pk}"]')
+    assert counter.inner_text().startswith("1 of 1 selected")
+    assert toggle.is_checked()
+
+    arrived = make_reply_review("A new customer writes in.")
+    box = page.locator(f'input.action-select[value="{arrived.pk}"]')
+    box.wait_for()
+    # The new row counts in the total, and "all" is no longer all.
+    counter.filter(has_text="1 of 2 selected").wait_for()
+    assert not toggle.is_checked()
+    box.check()
+    assert counter.inner_text().startswith("2 of 2 selected")
+    assert toggle.is_checked()
+    # The select-all box clears and ticks the new row too, and the counter follows.
+    toggle.uncheck()
+    assert not box.is_checked() and counter.inner_text().startswith("0 of 2 selected")
+    toggle.check()
+    assert box.is_checked() and counter.inner_text().startswith("2 of 2 selected")
+    assert "selected" in (box.locator("xpath=ancestor::tr").get_attribute("class") or "")
+    # Shift-click ranges reach it: untick both, tick the first, shift-tick the new one.
+    toggle.uncheck()
+    page.check(f'input.action-select[value="{first.pk}"]')
+    box.click(modifiers=["Shift"])
+    assert counter.inner_text().startswith("2 of 2 selected")
+    assert page.evaluate("window.__same_page") is True
+
+    # The action sees the new row as selected.
+    page.select_option("select[name='action']", "approve_selected")
+    page.click("button[name='index']")
+    page.wait_for_selector("text=Approve these 2 reviews?")
+    listed = page.locator(".nitro-bulk-list").inner_text()
+    assert f"#{first.pk}" in listed and f"#{arrived.pk}" in listed

@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 import pytest
+import requests
 from django.core.management import call_command
 from django.db import connection
 from django.test import Client
@@ -71,6 +72,43 @@ def test_the_subject_follows_the_context_and_the_mirrored_messages(
     thread.status = Thread.Status.IDLE
     thread.save(update_fields=["status"])
     assert Thread.objects.get(pk=thread.pk).subject == "kept"
+
+
+def describe_from_metadata(thread: Any) -> str:
+    return f"{thread.metadata.get('customer_name')} (CRM {thread.metadata.get('crm_id')})"
+
+
+def test_keys_are_looked_up_in_the_context_then_in_the_thread_metadata(by_keys: None) -> None:
+    # All from the metadata the host started the thread with (start_run(..., metadata=...)).
+    thread = ThreadFactory(metadata=CUSTOMER)
+    assert thread.subject == "Jane Doe · +1 555 0100 · order 1234"
+    # Some from each: a key the context lacks is read from the metadata.
+    mixed = ThreadFactory(context={"order_id": 99}, metadata={"customer": {"name": "Ann Lee"}})
+    assert mixed.subject == "Ann Lee · order 99"
+    # Both have it: the context's value, as before metadata was read (existing settings keep
+    # their meaning); a structure or a blank in the context does not hide the metadata's.
+    both = ThreadFactory(
+        context={"phone": "+44 20", "customer": {"name": "  "}},
+        metadata={"phone": "+1 555 0100", "customer": {"name": "Jane Doe"}},
+    )
+    assert both.subject == "Jane Doe · +44 20"
+
+
+def test_the_subject_follows_the_metadata(by_keys: None) -> None:
+    thread = ThreadFactory(values={"messages": [{"type": "human", "content": "Hi there"}]})
+    assert thread.subject == "Hi there"
+    thread.metadata = {"customer": {"name": "Jane Doe"}}
+    thread.save(update_fields=["metadata", "updated_at"])  # as start_run merges new metadata
+    assert Thread.objects.get(pk=thread.pk).subject == "Jane Doe"
+
+
+def test_a_callable_reads_the_thread_metadata(settings: Any) -> None:
+    settings.NITRO_ASSISTANTS = {
+        **settings.NITRO_ASSISTANTS,
+        "THREAD_SUBJECT": "tests.admin.test_subjects.describe_from_metadata",
+    }
+    thread = ThreadFactory(metadata={"customer_name": "Jane Doe", "crm_id": "C-7"})
+    assert thread.subject == "Jane Doe (CRM C-7)"
 
 
 def test_a_callable_describes_the_thread_and_its_failure_loses_nothing(
@@ -215,3 +253,68 @@ def test_search_expressions_are_served_by_the_trigram_indexes(by_keys: None) -> 
 
 def test_migrations_are_in_step_with_the_models() -> None:
     call_command("makemigrations", "nitro_assistants", "--check", "--dry-run", verbosity=0)
+
+
+@pytest.mark.server
+def test_metadata_given_to_start_run_is_on_the_servers_thread_the_mirror_and_the_queue(
+    settings: Any, langgraph_server: Any, reviewer_client: Client, superuser_client: Client
+) -> None:
+    """The real server: metadata a host starts a thread with lands on the server's thread (the
+    run creates it, or POST /threads seeds it), on Thread.metadata, in the subject the queue
+    shows and searches; metadata given later is merged into both."""
+    from nitro_assistants import services
+
+    settings.NITRO_ASSISTANTS = {
+        **settings.NITRO_ASSISTANTS,
+        "BASE_URL": langgraph_server.url,
+        "THREAD_SUBJECT": ["customer_name", "phone", ("order", "order_id")],
+    }
+    customer = {"customer_name": "Jane Doe", "phone": "+1 555 0100", "order_id": 1234}
+
+    def server_metadata(thread: Thread) -> dict[str, Any]:
+        response = requests.get(f"{langgraph_server.url}/threads/{thread.thread_id}", timeout=10)
+        response.raise_for_status()
+        return dict(response.json()["metadata"])
+
+    # Outside a test transaction's commit nothing is enqueued: the task's work runs here.
+    run = services.start_run(
+        "walkthrough", "Can I move my appointment to Tuesday?", metadata=customer
+    )
+    services.execute_run(run.pk)
+    thread = Thread.objects.get(pk=run.thread_id)
+    review = Review.objects.get(thread=thread, status=Review.Status.PENDING)
+    assert thread.metadata == customer
+    assert customer.items() <= server_metadata(thread).items()
+    about = "Jane Doe · +1 555 0100 · order 1234"
+    assert thread.subject == about
+    queue = reviewer_client.get(QUEUE).content.decode()
+    assert f">{about}</a>" in queue
+    found = reviewer_client.get(QUEUE, {"q": "jane doe"}).context["cl"].result_list
+    assert [r.pk for r in found] == [review.pk]
+    page = superuser_client.get(f"{THREADS}{thread.pk}/change/").content.decode()
+    assert about in page
+    assert "customer_name" in page  # the metadata, shown on the thread's page
+
+    # A thread seeded with history is created by POST /threads: the metadata goes there.
+    history = [
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": "Hi, how can I help?"},
+        {"role": "user", "content": "reply: Thanks, that is all."},
+    ]
+    seeded = services.start_run("walkthrough", history, metadata={"customer_name": "Ann Lee"})
+    services.execute_run(seeded.pk)
+    seeded_thread = Thread.objects.get(pk=seeded.thread_id)
+    assert server_metadata(seeded_thread)["customer_name"] == "Ann Lee"
+    assert seeded_thread.subject == "Ann Lee"
+
+    # Later metadata of an existing thread: merged here (subject recomputed) and on the server.
+    later = services.start_run(
+        thread, "reply: Never mind, keep Monday.", metadata={"order_id": 5678}
+    )
+    services.execute_run(later.pk)
+    thread.refresh_from_db()
+    assert thread.metadata == {**customer, "order_id": 5678}
+    assert server_metadata(thread)["order_id"] == 5678
+    assert thread.subject == "Jane Doe · +1 555 0100 · order 5678"
+    found = reviewer_client.get(QUEUE, {"q": "order 5678"}).context["cl"].result_list
+    assert [r.thread_id for r in found] == [thread.pk]

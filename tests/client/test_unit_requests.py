@@ -158,6 +158,52 @@ def test_single_message_on_unknown_thread_creates_it_with_the_run(mock, client):
     assert body(mock.calls[0]) == run_body(USER, if_not_exists="create")
 
 
+CUSTOMER = {"customer_name": "Jane Doe", "phone": "+1 555 0100", "user_id": "spoofed"}
+
+
+def test_thread_metadata_goes_on_the_thread_the_run_creates(mock, client):
+    mock.post(wait_url(), json=FINAL)
+    mock.post(f"{BASE}/threads/{THREAD}/runs", json={"run_id": "r1", "status": "pending"})
+    client.run(THREAD, ASSISTANT, [USER], metadata={"nitro_run_id": "n1"}, thread_metadata=CUSTOMER)
+    client.start_run(THREAD, ASSISTANT, [USER], thread_metadata=CUSTOMER)
+    # No request of its own: the run that creates the thread carries it (the server copies a
+    # creating run's metadata onto the thread). The client's own keys win over the host's.
+    meta = {"customer_name": "Jane Doe", "phone": "+1 555 0100", "user_id": "u1"}
+    assert len(mock.calls) == 2
+    assert body(mock.calls[0]) == {
+        **run_body(USER, if_not_exists="create"),
+        "metadata": {**meta, "nitro_run_id": "n1"},
+        "config": {"metadata": {**meta, "nitro_run_id": "n1"}},
+    }
+    assert body(mock.calls[1])["metadata"] == body(mock.calls[1])["config"]["metadata"] == meta
+
+
+def test_thread_metadata_goes_in_the_request_creating_a_seeded_thread(mock, client):
+    mock.get(f"{BASE}/assistants/{ASSISTANT}", json={"graph_id": "agent"})
+    mock.post(f"{BASE}/threads", json={"thread_id": THREAD})
+    mock.post(wait_url(), json=FINAL)
+    mock.post(wait_url(), json=FINAL)
+    client.run(THREAD, ASSISTANT, [*HISTORY, USER], thread_metadata=CUSTOMER)
+    assert body(mock.calls[1])["metadata"] == {
+        "customer_name": "Jane Doe",
+        "phone": "+1 555 0100",
+        "graph_id": "agent",
+        "user_id": "u1",
+    }
+    assert body(mock.calls[2]) == run_body(USER)  # the run on the created thread: as before
+    # A thread the caller knows is there is not created: its metadata is not sent again.
+    client.run(THREAD, ASSISTANT, [USER], known_thread=True, thread_metadata=CUSTOMER)
+    assert body(mock.calls[3]) == run_body(USER)
+
+
+def test_update_thread_merges_its_metadata_and_a_missing_thread_says_so(mock, client):
+    mock.patch(f"{BASE}/threads/{THREAD}", json={"thread_id": THREAD})
+    mock.patch(f"{BASE}/threads/{THREAD_2}", status=404, json={"detail": "Thread not found"})
+    assert client.update_thread(THREAD, {"order_id": 1234}) is True
+    assert body(mock.calls[0]) == {"metadata": {"order_id": 1234}}
+    assert client.update_thread(THREAD_2, {"order_id": 1234}) is False
+
+
 def test_graph_id_given_as_assistant_is_used_without_lookup(mock):
     client = Assistants(BASE, KEY, user_id="u1", backoff=0)
     mock.post(f"{BASE}/threads", json={})

@@ -360,3 +360,65 @@ def test_sweep_alerts_pending_past_the_limit_once(
     assert [kw["delivery"].pk for kw in sent(signal_log, "delivery_pending")] == [old.pk]
     assert sent(signal_log, "delivery_pending")[0]["pending_for"] == pytest.approx(61, abs=1)
     assert [kw["delivery"].pk for kw in sent(signal_log, "delivery_failed")] == [failed.pk]
+
+
+# -- thread metadata ----------------------------------------------------------------------------
+
+CUSTOMER = {"customer_name": "Jane Doe", "phone": "+1 555 0100"}
+
+
+def statements(work: Any) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        work()
+    return len(queries)
+
+
+def test_a_new_threads_metadata_is_stored_and_sent_with_the_run_creating_it(
+    fake_assistant: FakeAssistant, enqueued: list[Any]
+) -> None:
+    # In the INSERT the thread gets anyway: no statement more than a thread without metadata.
+    plain = statements(lambda: services.start_run("walkthrough", "hello"))
+    described = statements(lambda: services.start_run("walkthrough", "hello", metadata=CUSTOMER))
+    assert described == plain
+    run = Run.objects.get(thread__metadata__customer_name="Jane Doe")
+    assert run.thread.metadata == CUSTOMER
+    assert run.input == {"messages": [{"role": "user", "content": "hello"}]}  # nothing to patch
+    services.execute_run(run.pk)
+    (call,) = [
+        c for c in fake_assistant.called("run") if c["thread_id"] == str(run.thread.thread_id)
+    ]
+    assert call["thread_metadata"] == CUSTOMER
+    assert call["metadata"] == {"nitro_run_id": str(run.pk)}  # the run's own stay apart
+    assert fake_assistant.called("update_thread") == []  # no request of its own
+
+
+def test_metadata_given_for_an_existing_thread_is_merged_here_and_on_the_server(
+    fake_assistant: FakeAssistant, enqueued: list[Any], settings: Any
+) -> None:
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "THREAD_SUBJECT": ["customer_name"]}
+    first = services.start_run("walkthrough", "hello", metadata={"phone": "+1 555 0100"})
+    services.execute_run(first.pk)
+    thread = Thread.objects.get()
+    assert "Jane" not in thread.subject  # no customer_name yet: the first message describes it
+    run = services.start_run(thread, "it's Jane", metadata={"customer_name": "Jane Doe"})
+    thread.refresh_from_db()
+    assert thread.metadata == CUSTOMER
+    assert thread.subject == "Jane Doe"  # recomputed as the metadata changed
+    assert run.input["thread_metadata"] == {"customer_name": "Jane Doe"}
+    services.execute_run(run.pk)
+    assert fake_assistant.called("update_thread") == [
+        {"thread_id": str(thread.thread_id), "metadata": {"customer_name": "Jane Doe"}}
+    ]
+    # Sent before the run, which carries the whole metadata in case it creates the thread.
+    names = [name for name, _ in fake_assistant.calls]
+    assert names.index("update_thread") < len(names) - 1 - names[::-1].index("run")
+    assert fake_assistant.called("run")[-1]["thread_metadata"] == CUSTOMER
+
+
+def test_metadata_that_is_not_a_dict_is_refused(fake_assistant: FakeAssistant) -> None:
+    with pytest.raises(RunError, match="metadata is a dict"):
+        services.start_run("walkthrough", "hello", metadata=["Jane"])  # type: ignore[arg-type]
+    assert not Thread.objects.exists()

@@ -9,6 +9,43 @@
 (function () {
   "use strict";
 
+  // Django's actions (admin/js/actions.js) work on the checkboxes they are handed once, when the
+  // page loads: rows added live would be left out of "x of y selected", of the select-all box
+  // and of shift-click ranges. Its ready() calls window.Actions at DOMContentLoaded, which comes
+  // after this deferred script ran: hand it checkboxes that are looked up at each use instead.
+  function currentBoxes() {
+    return Array.prototype.slice.call(
+      document.querySelectorAll("#result_list tbody input.action-select")
+    );
+  }
+  var liveBoxes = {
+    forEach: function (fn) {
+      currentBoxes().forEach(fn);
+    },
+  };
+  Object.defineProperty(liveBoxes, "length", {
+    get: function () {
+      return currentBoxes().length;
+    },
+  });
+  liveBoxes[Symbol.iterator] = function () {
+    return currentBoxes()[Symbol.iterator]();
+  };
+  var djangoActions = window.Actions;
+  if (djangoActions) {
+    window.Actions = function (boxes, options) {
+      return djangoActions(liveBoxes, options);
+    };
+  }
+
+  function countAdded(added) {
+    // The counter's total is the rows on the page (data-actions-icnt): it grows with them.
+    var counter = document.querySelector("span.action-counter");
+    if (!counter || !added) return;
+    counter.dataset.actionsIcnt = String(Number(counter.dataset.actionsIcnt || 0) + added);
+    window.dispatchEvent(new Event("pageshow")); // Django's actions recount on it
+  }
+
   function rows() {
     return Array.prototype.slice.call(document.querySelectorAll("#result_list tbody tr"));
   }
@@ -84,7 +121,7 @@
             have[id] = true;
           });
           var fresh = Array.prototype.slice.call(doc.querySelectorAll("#result_list tbody tr"));
-          var added = false;
+          var added = 0;
           fresh.forEach(function (row, index) {
             var id = rowId(row);
             if (!id || have[id]) return;
@@ -97,8 +134,9 @@
               if (have[next]) before = tbody.querySelector('input.action-select[value="' + next + '"]');
             }
             tbody.insertBefore(imported, before ? before.closest("tr") : null);
-            added = true;
+            added += 1;
           });
+          countAdded(added);
           if (added && poller) poller.now();
         })
         .catch(function () {});

@@ -141,6 +141,14 @@ def finance_reviewer(username: str, password: str) -> Any:
     return user
 
 
+#: Who writes in by SMS, as the gateway knows them (the conversations the governance rules meet).
+SMS_CUSTOMERS = {
+    script.SMALL_REFUND: ("Maria Lopez", "+1 555 0142"),
+    script.LARGE_REFUND: ("Tom Becker", "+1 555 0187"),
+    script.CANCEL: ("Aisha Khan", "+1 555 0119"),
+}
+
+
 class Command(BaseCommand):
     help = "Create the demo admin user and conversations that wait on each kind of review."
 
@@ -180,9 +188,15 @@ class Command(BaseCommand):
         settling = [converse(script.DELIVERED), converse(script.FAILED)]
         # A customer's messages, as an SMS gateway would start them (no site user): whoever
         # reviews them may approve (separation of duties, docs/governance.md#quorum).
+        # The gateway says who is writing (the thread's metadata): the queue shows them by name
+        # and number (THREAD_SUBJECT in reviewsite/settings.py) and its search finds them.
         governed = {
-            text: services.start_run(ASSISTANT, [{"role": "user", "content": text}])
-            for text in (script.SMALL_REFUND, script.LARGE_REFUND, script.CANCEL)
+            text: services.start_run(
+                ASSISTANT,
+                [{"role": "user", "content": text}],
+                metadata={"customer": customer, "phone": phone},
+            )
+            for text, (customer, phone) in SMS_CUSTOMERS.items()
         }
         pks = [run.pk for run in runs + settling + list(governed.values())]
         wait_for(
