@@ -251,7 +251,8 @@ def test_rows_added_live_are_counted_selected_and_acted_on(login: Any, jane: Any
     assert counter.inner_text().startswith("1 of 1 selected")
     assert toggle.is_checked()
 
-    arrived = make_reply_review("A new customer writes in.")
+    arrived = mirror_pending(ThreadFactory(), None, pause("reply", "A new customer writes in."))
+    assert arrived is not None
     box = page.locator(f'input.action-select[value="{arrived.pk}"]')
     box.wait_for()
     # The new row counts in the total, and "all" is no longer all.
