@@ -9,11 +9,13 @@ from urllib.parse import urlparse
 from celery import _state
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, register
+from django.core.checks import Warning as CheckWarning
 from django.utils.module_loading import import_string
 
 from nitro_assistants.client.http import is_request_limit
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError
+from nitro_assistants.services import changes
 from nitro_assistants.services.enqueue import is_fallback
 from nitro_assistants.services.notifiers import load as load_notifier
 from nitro_assistants.subjects import setting_problem
@@ -141,7 +143,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 def _check_inbox() -> list[CheckMessage]:
     errors: list[CheckMessage] = []
-    for key in ("CLAIM_MINUTES", "LIVE_POLL_SECONDS"):
+    for key in ("CLAIM_MINUTES", "LIVE_POLL_SECONDS", "LIVE_CACHE_SECONDS"):
         try:
             value = float(getattr(app_settings, key))
         except (TypeError, ValueError):
@@ -150,10 +152,12 @@ def _check_inbox() -> list[CheckMessage]:
             errors.append(
                 Error(
                     f"NITRO_ASSISTANTS[{key!r}] is not a positive number.",
-                    hint="Give a number of minutes (CLAIM_MINUTES) or seconds (LIVE_POLL_SECONDS).",
+                    hint="Give a number of minutes (CLAIM_MINUTES) or seconds (LIVE_POLL_SECONDS, "
+                    "LIVE_CACHE_SECONDS).",
                     id="nitro_assistants.E012",
                 )
             )
+    errors.extend(_check_live_cache())
     path = app_settings.ASSIGN_REVIEW
     if path:
         try:
@@ -171,6 +175,39 @@ def _check_inbox() -> list[CheckMessage]:
                 )
             )
     return errors
+
+
+def _check_live_cache() -> list[CheckMessage]:
+    alias = app_settings.LIVE_CACHE
+    if not alias:  # unset (the default cache when it is shared) or "" (none)
+        return []
+    if alias not in (getattr(settings, "CACHES", None) or {}):
+        return [
+            Error(
+                f"NITRO_ASSISTANTS['LIVE_CACHE'] names no cache: {alias!r} is not in CACHES.",
+                hint='Name an alias of CACHES (a Redis or memcached one), or "" for none.',
+                id="nitro_assistants.E017",
+            )
+        ]
+    backend = changes.backend_of(alias)
+    # With eager Celery and one web process a per-process cache is the only one; anything else
+    # (workers, several web processes) writes tokens the polling process never reads.
+    if (
+        backend in changes.PER_PROCESS_BACKENDS
+        and not _state.get_current_app().conf.task_always_eager
+    ):
+        return [
+            CheckWarning(
+                f"NITRO_ASSISTANTS['LIVE_CACHE'] is {alias!r}, a {backend.rsplit('.', 1)[-1]}: "
+                "each process has its own change token, so what a Celery worker or another web "
+                "process changes reaches the live pages only when the token expires "
+                "(LIVE_CACHE_SECONDS).",
+                hint="Use a cache every process shares (Redis, memcached), or leave LIVE_CACHE "
+                "unset: the live endpoint then asks the database on every poll.",
+                id="nitro_assistants.W001",
+            )
+        ]
+    return []
 
 
 def _check_governance() -> list[CheckMessage]:

@@ -32,6 +32,8 @@ class AppSettings:
         "CLAIM_MINUTES": 5,
         "ASSIGN_REVIEW": "",
         "LIVE_POLL_SECONDS": 3,
+        "LIVE_CACHE": None,
+        "LIVE_CACHE_SECONDS": 60,
         "NEXT_AFTER_DECISION": False,
         "SEPARATE_DUTIES": "quorum",
         "DEADLINE_BATCH_SIZE": 500,
@@ -144,6 +146,21 @@ class AppSettings:
     def LIVE_POLL_SECONDS(self) -> float:
         """How often the queue and the review screen ask the live endpoint what changed."""
         return float(self._setting("LIVE_POLL_SECONDS"))
+
+    @property
+    def LIVE_CACHE(self) -> str | None:
+        """Alias of the cache (shared by every web process and Celery worker) holding the live
+        pages' change token, so that an unchanged poll costs no SQL of its own; ``""``: none, the
+        live endpoint asks the database every poll. None: ``"default"`` when that cache is Redis
+        or memcached, none otherwise (:mod:`nitro_assistants.services.changes`)."""
+        value = self._setting("LIVE_CACHE")
+        return None if value is None else str(value or "")
+
+    @property
+    def LIVE_CACHE_SECONDS(self) -> float:
+        """Seconds the change token lives: what changes without a write through the services (a
+        user's permissions or groups, a claim running out) reaches the live pages within this."""
+        return float(self._setting("LIVE_CACHE_SECONDS"))
 
     @property
     def NEXT_AFTER_DECISION(self) -> bool:

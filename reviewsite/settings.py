@@ -98,6 +98,17 @@ STORAGES = {
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=env.str("REDIS_URL", default=""))
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = False
+
+# The live pages' change token (and the decide API's rate counts) belong in a cache the site and
+# its Celery workers share: with Redis as the broker, Redis (CACHE_URL names another); embedded,
+# the one process's own, and the live endpoint asks the database on every poll.
+_SHARED_CACHE = CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else ""
+CACHES = {
+    "default": env.cache_url_config(
+        env.str("CACHE_URL", default="") or _SHARED_CACHE or "locmemcache://"
+    )
+}
+CACHES["default"].setdefault("KEY_PREFIX", "reviewsite")
 CELERY_BEAT_SCHEDULE = {
     # Alert on deliveries that failed or stayed pending (see nitro_assistants' signals).
     "nitro-assistants-sweep-deliveries": {

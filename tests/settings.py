@@ -4,6 +4,7 @@ Redis broker."""
 from __future__ import annotations
 
 import os
+import uuid
 from typing import Any
 
 SECRET_KEY = "tests-only-not-secret"
@@ -81,6 +82,24 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 STATIC_URL = "/static/"
 
 CELERY_BROKER_URL = os.environ.get("NITRO_TEST_BROKER_URL", "redis://127.0.0.1:6379/9")
+
+#: The default cache stays per process (the API rate limit's counters, and the live endpoint asks
+#: the database: its fallback). ``"live"`` is a real Redis cache on the broker's database, which
+#: the live tests name in ``LIVE_CACHE`` (tests/admin/test_live.py, the inbox's browser tests).
+#: Its keys carry a prefix of their own per test process, so parallel runs (and xdist workers)
+#: never bump each other's token; a process a test starts is given its parent's in
+#: ``NITRO_TEST_CACHE_PREFIX``.
+CACHE_PREFIX = os.environ.get("NITRO_TEST_CACHE_PREFIX") or (
+    f"nitro-tests-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+)
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "live": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": CELERY_BROKER_URL,
+        "KEY_PREFIX": CACHE_PREFIX,
+    },
+}
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("NITRO_TEST_QUEUE", "nitro_tests")
 
@@ -112,6 +131,8 @@ NITRO_ASSISTANTS = {
     "WEBHOOK_URL": os.environ.get("NITRO_TEST_WEBHOOK_URL", ""),
     "TASK_RETRY_BACKOFF": 1,
     "TASK_RETRY_BACKOFF_MAX": 4,
+    # NITRO_TEST_LIVE_CACHE=live runs the whole suite with the change token in Redis.
+    "LIVE_CACHE": os.environ.get("NITRO_TEST_LIVE_CACHE") or None,
 }
 
 LOGGING = {

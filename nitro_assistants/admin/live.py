@@ -1,11 +1,13 @@
 """What the queue and the review screen ask every few seconds: has anything changed, and if so,
 how the rows on screen (or the one review) stand now.
 
-One SQL statement answers "has anything changed" for every page: the newest audit event (every
+With a shared cache (``LIVE_CACHE``, :mod:`nitro_assistants.services.changes`) the change token
+answers "has anything changed": the ETag is a keyed digest of (user, token, rows asked about),
+and a poll presenting the current one gets a 304 without a statement of its own. Without one,
+one SQL statement answers it for every page (:func:`marker`): the newest audit event (every
 review status change, decision outcome, new review and assignment writes one), the newest claim
 change (claims, renewals, releases, take-overs) and the number of pending reviews the user may
-decide. Its digest is the response's ETag: a poll with ``If-None-Match`` that matches gets a 304
-after that one statement. Only when something changed does a second statement read the rows.
+decide; its digest is the ETag. Only when something changed does a second statement read the rows.
 """
 
 from __future__ import annotations
@@ -13,15 +15,20 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import logging
 from typing import Any
 
 from django.db import connections, router
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from nitro_assistants.admin.conversation import held_summary
 from nitro_assistants.models import Claim, Decision, Event, Review
+from nitro_assistants.services import changes
 from nitro_assistants.services.claims import pending_decidable
+
+logger = logging.getLogger("nitro_assistants")
 
 #: The most rows one poll reports on (the queue shows at most a page of them).
 MAX_ROWS = 200
@@ -61,6 +68,27 @@ def etag(user: Any, mark: tuple[Any, ...], scope: str) -> str:
     """The ETag of a poll: what changed, for whom, about which rows."""
     raw = repr((user.pk, mark, scope)).encode()
     return '"' + hashlib.sha256(raw).hexdigest()[:32] + '"'
+
+
+def change_token() -> str | None:
+    """The change token now, or None: no shared cache, or one that cannot be reached (logged;
+    the poll is then answered from the database, as without one)."""
+    cache = changes.token_cache()
+    if cache is None:
+        return None
+    try:
+        return changes.current_token(cache)
+    except Exception:  # the cache's client raises its own errors (redis, pymemcache, ...)
+        logger.warning("Could not read the live pages' change token", exc_info=True)
+        return None
+
+
+def token_etag(user: Any, token: str, scope: str) -> str:
+    """The ETag of a poll answered from the change token. Keyed with the site's SECRET_KEY, and
+    the token is never sent: only the user it was given to in a 200 can present it, and only
+    while the token stands (it is what lets the 304 skip the permission check)."""
+    digest = salted_hmac("nitro_assistants.live", f"{user.pk}\n{token}\n{scope}").hexdigest()
+    return '"t' + digest[:32] + '"'
 
 
 def short_name(first: str | None, username: str | None) -> str:

@@ -26,6 +26,7 @@ from django.utils import timezone
 from nitro_assistants import chain, rules, signals
 from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.models import AuditChain, Event, Review, Thread
+from nitro_assistants.services import changes
 
 #: Rows read per round trip by the walk and the export (a server-side cursor on PostgreSQL).
 CHUNK = 5000
@@ -79,6 +80,7 @@ def append(events: list[Event]) -> list[Event]:
                 prev = _prepare(event, key, prev, seq)
             heads[key] = (seq, prev)
         _insert(db, events, heads)
+        changes.changed(using=db)  # every event may change what the live pages show
     return events
 
 

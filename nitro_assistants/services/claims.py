@@ -24,6 +24,7 @@ from django.utils.module_loading import import_string
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import ConfigurationError, UsageError
 from nitro_assistants.models import Assignment, Claim, Review
+from nitro_assistants.services import changes
 from nitro_assistants.services.audit import record_event
 from nitro_assistants.services.interactions import username
 from nitro_assistants.services.reviews import decidable_by
@@ -58,6 +59,8 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
         if Claim.objects.filter(review_id=review.pk, user_id=user.pk, expires_at__gt=now).update(
             expires_at=until, changed_at=now
         ):
+            # A renewal writes no event (the live pages show the lease): it changes them itself.
+            changes.changed()
             return Claim.objects.get(review_id=review.pk)
         held = Claim.objects.select_for_update().filter(review_id=review.pk).first()
         if held is None:
@@ -77,6 +80,7 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
                 held.claimed_at = now  # their earlier claim had lapsed: this is a new one
             held.expires_at, held.changed_at = until, now
             held.save(update_fields=["claimed_at", "expires_at", "changed_at"])
+            changes.changed()
             return held
         if live and not take_over:
             return held
@@ -104,6 +108,8 @@ def release_claim(review: Review, user: Any) -> bool:
     ended = Claim.objects.filter(review_id=review.pk, user_id=user.pk, expires_at__gt=now).update(
         expires_at=now, changed_at=now
     )
+    if ended:  # no event either
+        changes.changed()
     return bool(ended)
 
 

@@ -216,8 +216,9 @@ def route_to_billing(review: Review) -> Any:
     return None
 
 
-def pause(kind: str) -> PendingReview:
-    """What the client reports for a thread paused on a reply draft or on one tool call."""
+def pause(kind: str, content: str = "Your refund is on its way.") -> PendingReview:
+    """What the client reports for a thread paused on a reply draft (``content``) or on one
+    tool call."""
     interrupt_id = uuid.uuid4().hex
     if kind == "reply":
         return PendingReview(
@@ -226,7 +227,7 @@ def pause(kind: str) -> PendingReview:
             interrupt_ids=[interrupt_id],
             tool_calls=[],
             reply=ReplyDraft(
-                content="Your refund is on its way.",
+                content=content,
                 allowed_decisions=["approve"],
                 description=None,
                 interrupt_id=interrupt_id,

@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 
 from nitro_assistants import services
-from nitro_assistants.models import Claim, Event, Review
+from nitro_assistants.models import Claim, Event, Review, Thread
+from nitro_assistants.services.mirror import mirror_pending
 from tests.admin.conftest import VIEW_PERMISSIONS, _staff, make_reply_review, make_tool_review
 from tests.admin.test_browser import CHROMIUM, browser, static_root  # noqa: F401 - fixtures
+from tests.admin.test_claims import pause
+from tests.factories import ThreadFactory
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -29,7 +32,14 @@ pytestmark = [
 
 @pytest.fixture(autouse=True)
 def fast_polls(settings: Any) -> None:
-    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "LIVE_POLL_SECONDS": 0.5}
+    # The change token in Redis, as a site with a shared cache runs it: every change the
+    # browsers wait for below reaches them through it (the other browser tests poll the
+    # fallback, the database).
+    settings.NITRO_ASSISTANTS = {
+        **settings.NITRO_ASSISTANTS,
+        "LIVE_POLL_SECONDS": 0.5,
+        "LIVE_CACHE": "live",
+    }
 
 
 @pytest.fixture
@@ -159,8 +169,8 @@ def test_a_decisions_outcome_and_the_next_pause_appear_without_reload(
     outcome.filter(has_text="failed — The assistant refused the resume").wait_for()
     page.locator("#nitro-status").filter(has_text="failed").wait_for()
 
-    following = make_reply_review("Anything else I can help with?")
-    Review.objects.filter(pk=following.pk).update(thread=review.thread)
+    # The assistant's next pause, mirrored as a worker mirrors it (an event, a new token).
+    mirror_pending(review.thread, None, pause("reply", "Anything else I can help with?"))
     page.locator("#nitro-live-now").filter(has_text="now waits on: reply").wait_for()
     assert "Anything else I can help with?" in page.locator("#nitro-live-now").inner_text()
     assert page.evaluate("window.__same_page") is True  # nothing reloaded the page
@@ -179,7 +189,8 @@ def test_the_pending_count_on_the_index_and_live_in_the_sidebar(
     assert badge.inner_text() == "2"
     page.goto(f"{live_server.url}{QUEUE}")
     page.evaluate("window.__same_page = true")
-    arrived = make_reply_review("A new customer writes in.")
+    arrived = mirror_pending(ThreadFactory(), None, pause("reply", "A new customer writes in."))
+    assert arrived is not None
     # The new review appears in the queue, and the sidebar count moves, without a reload.
     page.locator(f'input.action-select[value="{arrived.pk}"]').wait_for()
     page.locator("#nav-sidebar [data-nitro-count]").filter(has_text="3").wait_for()
@@ -219,7 +230,9 @@ def test_an_empty_queue_shows_the_first_review_that_arrives(login: Any, jane: An
     page = login(jane)
     assert page.locator("#result_list").count() == 0
     page.evaluate("window.__same_page = true")
-    arrived = make_tool_review()
+    # A review arrives as the mirror makes one (its event replaces the change token).
+    arrived = mirror_pending(ThreadFactory(status=Thread.Status.INTERRUPTED), None, pause("tool"))
+    assert arrived is not None
     box = page.locator(f'input.action-select[value="{arrived.pk}"]')
     box.wait_for()
     box.check()  # Django's actions work on it: the counter follows
@@ -238,7 +251,8 @@ def test_rows_added_live_are_counted_selected_and_acted_on(login: Any, jane: Any
     assert counter.inner_text().startswith("1 of 1 selected")
     assert toggle.is_checked()
 
-    arrived = make_reply_review("A new customer writes in.")
+    arrived = mirror_pending(ThreadFactory(), None, pause("reply", "A new customer writes in."))
+    assert arrived is not None
     box = page.locator(f'input.action-select[value="{arrived.pk}"]')
     box.wait_for()
     # The new row counts in the total, and "all" is no longer all.

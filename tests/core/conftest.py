@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connection
 
 from nitro_assistants import signals, tasks
@@ -146,6 +147,10 @@ def celery_worker(
             "NITRO_TEST_DB_NAME": db_name,
             "NITRO_TEST_ASSISTANTS_URL": proxy.url,
             "NITRO_TEST_QUEUE": queue,
+            # The worker replaces the live pages' change token in the Redis cache the test
+            # process reads (tests/core/test_worker.py's live test names it in LIVE_CACHE).
+            "NITRO_TEST_CACHE_PREFIX": django_settings.CACHES["live"]["KEY_PREFIX"],
+            "NITRO_TEST_LIVE_CACHE": "live",
         },
     )
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.urls import reverse
 
 import nitro_assistants
 from nitro_assistants import services, tasks
@@ -81,6 +82,40 @@ def test_full_loop_through_celery(assistant: Any, admin_user: Any) -> None:
         ("delivery_delivered", 1),
     ]:
         assert verbs.count(verb) == count, verbs
+
+
+def test_the_live_endpoint_sees_what_the_worker_applies(
+    assistant: Any, admin_user: Any, settings: Any, client: Any
+) -> None:
+    """The change token crosses processes: a decision's outcome written by the worker turns the
+    web process's 304 into a 200, though the web process writes nothing meanwhile."""
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "LIVE_CACHE": "live"}
+    client.force_login(admin_user)
+    run = services.start_run("walkthrough", "Can I move my appointment to Tuesday?")
+    review = pending_review(run.thread, "tool_calls")
+    services.decide(
+        review,
+        admin_user,
+        {"tool_calls": [{"id": review.tool_calls[0]["id"], "action": "approve"}]},
+    )
+    live = reverse("admin:nitro_assistants_review_live")
+    first = client.get(live, {"review": review.pk})
+    assert first.json()["review"]["outcome"] == "pending"  # the worker has not applied it yet
+    tag = first["ETag"]
+    changed = wait_for(
+        lambda: (
+            (r := client.get(live, {"review": review.pk}, HTTP_IF_NONE_MATCH=tag)).status_code
+            == 200
+            and r
+        ),
+        30,
+    )
+    assert changed["ETag"] != tag
+    # What the worker wrote, as the page reads it (the assistant's next pause mirrored too).
+    state = wait_for(
+        lambda: (s := client.get(live, {"review": review.pk}).json()["review"])["next"] and s, 30
+    )
+    assert state["outcome"] == "applied" and state["next"]["kind"] == "reply"
 
 
 def test_tasks_delivered_twice_act_once(assistant: Any, celery_worker: CeleryWorker) -> None:

@@ -1,0 +1,104 @@
+"""The live pages' change token: a random value in a cache every process shares, replaced after
+each commit that changes what the queue and the review screens show.
+
+Every audit event goes through :func:`nitro_assistants.services.chain.append` (a review's status
+change, a decision's outcome, a new review, an assignment, a claim taken or taken over), and the
+claims service changes the rest (renewals, releases): both call :func:`changed`. The live
+endpoint reads the token before anything else; a poll whose ETag was made from the current token
+is answered 304 without a statement of its own, and only a new token makes it read the database.
+
+The token lives ``LIVE_CACHE_SECONDS`` after it was set: what changes without a write through the
+services (a user's permissions or groups, a claim running out) shows within that time.
+
+It needs a cache shared by the web processes and the Celery workers (Redis, memcached):
+:func:`token_cache` finds none in a per-process cache, and the endpoint then asks the database on
+every poll, as it does when the cache cannot be reached.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+
+from django.conf import settings
+from django.core.cache import BaseCache, caches
+from django.db import DEFAULT_DB_ALIAS, transaction
+
+from nitro_assistants.conf import app_settings
+
+logger = logging.getLogger("nitro_assistants")
+
+KEY = "nitro_assistants:live-token"
+
+#: Cache backends every process of a site reaches alike: the default cache is used for the token
+#: only when it is one of these (a host names any other alias in ``LIVE_CACHE`` explicitly).
+SHARED_BACKENDS = frozenset(
+    {
+        "django.core.cache.backends.redis.RedisCache",
+        "django.core.cache.backends.memcached.PyMemcacheCache",
+        "django.core.cache.backends.memcached.PyLibMCCache",
+        "django_redis.cache.RedisCache",
+    }
+)
+
+#: Backends that keep their entries in each process (or nowhere): the system check warns of them.
+PER_PROCESS_BACKENDS = frozenset(
+    {
+        "django.core.cache.backends.locmem.LocMemCache",
+        "django.core.cache.backends.dummy.DummyCache",
+    }
+)
+
+
+def backend_of(alias: str) -> str:
+    return str((getattr(settings, "CACHES", None) or {}).get(alias, {}).get("BACKEND", ""))
+
+
+def cache_alias() -> str | None:
+    """The alias of the cache holding the token (``LIVE_CACHE``), or None: no token, the live
+    endpoint asks the database. Unset, the default cache if it is shared (:data:`SHARED_BACKENDS`)."""
+    configured = app_settings.LIVE_CACHE
+    if configured is None:
+        return "default" if backend_of("default") in SHARED_BACKENDS else None
+    return str(configured) or None
+
+
+def token_cache() -> BaseCache | None:
+    alias = cache_alias()
+    return caches[alias] if alias else None
+
+
+def current_token(cache: BaseCache) -> str:
+    """The token now, created if there is none (expired, or a cache that restarted). Raises what
+    the cache raises when it cannot be reached."""
+    token = cache.get(KEY)
+    if token is None:
+        fresh = secrets.token_hex(16)
+        # Two processes creating it at once: the first one's stands, and both answer with it.
+        token = fresh if cache.add(KEY, fresh, timeout=timeout()) else cache.get(KEY, fresh)
+    return str(token)
+
+
+def timeout() -> float:
+    return float(app_settings.LIVE_CACHE_SECONDS)
+
+
+def changed(using: str = DEFAULT_DB_ALIAS) -> None:
+    """Something the live pages show changed in the current transaction: replace the token once
+    it commits (at once outside one), so that a poll that read the old data before the commit
+    answers with the old token and the next one sees the new. Nothing when there is no token."""
+    if cache_alias() is None:
+        return
+    transaction.on_commit(bump, using=using)
+
+
+def bump() -> None:
+    """A new token now. A cache that cannot be reached is logged, not raised: the change is
+    committed, and the live pages show it when the token expires."""
+    cache = token_cache()
+    if cache is None:
+        return
+    try:
+        cache.set(KEY, secrets.token_hex(16), timeout=timeout())
+    except Exception:  # the cache's client raises its own errors (redis, pymemcache, ...)
+        logger.warning("Could not replace the live pages' change token", exc_info=True)
