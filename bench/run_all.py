@@ -1,7 +1,7 @@
 """Run every benchmark in bench/ (each as a subprocess) and write their output to docs/benchmarks.md.
 
 .venv/bin/python bench/run_all.py            # full runs
-.venv/bin/python bench/run_all.py --quick    # client_overhead --runs 10, throughput --threads 40
+.venv/bin/python bench/run_all.py --quick    # fewer runs: QUICK_ARGS (e.g. throughput --threads 40)
 
 The part of docs/benchmarks.md between NOTES_START and NOTES_END is written by hand (what the
 figures mean for a deployment) and is written back as it was; everything else is regenerated.
@@ -27,6 +27,7 @@ NOTES_END = "<!-- end of notes -->"
 QUICK_ARGS = {
     "audit.py": ["--events", "100000", "--decisions", "60"],
     "client_overhead.py": ["--runs", "10"],
+    "decision_latency.py": ["--flows", "10"],
     "flow_cost.py": ["--flows", "10", "--resumes", "60", "--repeats", "1"],
     "throughput.py": ["--threads", "40"],
 }

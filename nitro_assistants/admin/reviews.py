@@ -352,7 +352,12 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
         form. A decided or superseded review is shown read-only, with who, what, when and why."""
         if not self.has_view_permission(request):
             raise PermissionDenied  # before the lookup: nothing said about the id
-        review = object_or_404(self._reviews(), object_id)
+        # A POST (a decision, a dismissal) needs the review's own row: services.decide reads it
+        # again, with its thread, under its lock, and a decision is on the way to the worker
+        # as soon as that commits (bench/decision_latency.py). Only a refused one renders the
+        # screen, which then reads the thread and any decision as it needs them.
+        found = Review.objects.all() if request.method == "POST" else self._reviews()
+        review = object_or_404(found, object_id)
         if not self.has_view_permission(request, review):
             raise PermissionDenied
         decide_allowed = self.has_decide_permission(request, review)
