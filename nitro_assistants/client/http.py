@@ -283,8 +283,7 @@ class LeanSession(requests.Session):
             json=json,
             params=params,
             auth=self.auth,
-            # A copy, as requests sends: a redirect's cookies go to the session once, by send.
-            cookies=merge_cookies(RequestsCookieJar(), self.cookies) if self.cookies else None,
+            cookies=self._cookies_to_send(),
             hooks=self.hooks,
         )
         return self.send(
@@ -293,6 +292,13 @@ class LeanSession(requests.Session):
             allow_redirects=allow_redirects,
             stream=self.stream if stream is None else stream,
         )
+
+    def _cookies_to_send(self) -> Any:
+        """A copy of the session's cookies, as requests sends (a redirect's cookies reach the
+        session once, through ``send``); None when the server set none."""
+        if not self.cookies:
+            return None
+        return merge_cookies(RequestsCookieJar(), self.cookies)  # type: ignore[no-untyped-call]
 
 
 def _release_on_close(response: requests.Response, release: Any, watch: Watch | None) -> None:
