@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
-
-_LINE_END = re.compile(r"[\r\n]")
 
 
 @dataclass(frozen=True)
@@ -36,35 +33,11 @@ def parse_sse(chunks: Iterable[bytes | str]) -> Iterator[ServerSentEvent]:
     import codecs
 
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    buffer = ""
+    buffer = ""  # the start of a line whose end has not come yet (never holds a CR or LF)
     event: str = ""
     last_id: str | None = None
     data_lines: list[str] = []
-    pending_cr = False
-
-    def lines_of(text: str) -> Iterator[str]:
-        nonlocal buffer, pending_cr
-        if not text:  # an empty chunk (or a partial character) must not forget a trailing CR
-            return
-        if pending_cr and text.startswith("\n"):
-            text = text[1:]
-        pending_cr = False
-        buffer += text
-        while True:
-            found = _LINE_END.search(buffer)
-            if found is None:
-                return
-            idx = found.start()
-            line, sep = buffer[:idx], buffer[idx]
-            if sep == "\r":
-                if idx + 1 < len(buffer):
-                    buffer = buffer[idx + 2 :] if buffer[idx + 1] == "\n" else buffer[idx + 1 :]
-                else:
-                    buffer = ""
-                    pending_cr = True
-            else:
-                buffer = buffer[idx + 1 :]
-            yield line
+    pending_cr = False  # the text so far ended in CR: a LF starting the next is part of it
 
     def dispatch() -> ServerSentEvent | None:
         nonlocal event, data_lines
@@ -80,32 +53,50 @@ def parse_sse(chunks: Iterable[bytes | str]) -> Iterator[ServerSentEvent]:
         event, data_lines = "", []
         return out
 
-    def handle(line: str) -> ServerSentEvent | None:
+    def lines_of(text: str) -> list[str]:
+        """The lines ``text`` ends (after what came before it); keeps the unended rest."""
+        nonlocal buffer, pending_cr
+        if not text:  # an empty chunk (or a partial character) must not forget a trailing CR
+            return []
+        if pending_cr and text[0] == "\n":
+            text = text[1:]
+        pending_cr = False
+        if "\n" not in text and "\r" not in text:  # no line ends here: one long line grows
+            buffer += text
+            return []
+        text = buffer + text
+        if "\r" in text:
+            pending_cr = text[-1] == "\r"
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        buffer = lines.pop()
+        return lines
+
+    def handle(lines: list[str]) -> Iterator[ServerSentEvent]:
         nonlocal event, last_id
-        if line == "":
-            return dispatch()
-        if line.startswith(":"):
-            return None
-        field, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if field == "event":
-            event = value
-        elif field == "data":
-            data_lines.append(value)
-        elif field == "id" and "\0" not in value:
-            last_id = value
-        return None
+        for line in lines:
+            if not line:
+                if (sse := dispatch()) is not None:
+                    yield sse
+                continue
+            if line[0] == ":":
+                continue
+            field, _, value = line.partition(":")
+            if value[:1] == " ":
+                value = value[1:]
+            if field == "data":
+                data_lines.append(value)
+            elif field == "event":
+                event = value
+            elif field == "id" and "\0" not in value:
+                last_id = value
 
     for chunk in chunks:
         text = decoder.decode(chunk) if isinstance(chunk, bytes) else chunk
-        for line in lines_of(text):
-            if (sse := handle(line)) is not None:
-                yield sse
+        if lines := lines_of(text):
+            yield from handle(lines)
     # Flush a last line that had no line ending, then an event that had no blank line after it:
     # a stream cut short still hands over what it carried.
-    for line in lines_of(decoder.decode(b"", final=True) + "\n"):
-        if (sse := handle(line)) is not None:
-            yield sse
+    yield from handle(lines_of(decoder.decode(b"", final=True) + "\n"))
     if (sse := dispatch()) is not None:
         yield sse
