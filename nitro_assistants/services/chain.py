@@ -10,6 +10,8 @@ head per thread to check and export, which the walk and the export do.
 
 Appending costs one query per chain in the batch (the head's upsert, which locks it and returns
 it); on PostgreSQL the head's new value is written by the same statement that inserts the events.
+A chain created in the caller's transaction (a thread just inserted, :func:`new_chain`) has no
+head to read: its head is inserted by that statement too.
 """
 
 from __future__ import annotations
@@ -39,6 +41,23 @@ def chain_of(event: Event) -> str:
     thread = event.thread
     assert thread is not None
     return str(thread.thread_id)
+
+
+#: Set on a Thread just inserted whose chain has no head yet (cleared by its first append).
+NEW_CHAIN = "_nitro_new_chain"
+
+
+def new_chain(thread: Thread) -> Thread:
+    """Mark ``thread``, inserted in the current transaction, as starting its chain: its first
+    append inserts the head instead of reading it (a thread id is new, so no head exists; if
+    one did, the insert would fail and roll the transaction back, never fork the chain)."""
+    setattr(thread, NEW_CHAIN, True)
+    return thread
+
+
+def _is_new(events: list[Event]) -> bool:
+    thread = events[0].thread if events[0].thread_id is not None else None
+    return bool(thread is not None and getattr(thread, NEW_CHAIN, False))
 
 
 def _prepare(event: Event, key: str, prev_hash: str, seq: int) -> str:
@@ -73,14 +92,23 @@ def append(events: list[Event]) -> list[Event]:
         groups.setdefault(chain_of(event), []).append(event)
     with transaction.atomic(using=db, savepoint=False):
         heads: dict[str, tuple[int, str]] = {}
+        created: set[str] = set()
         for key in sorted(groups):
-            seq, prev = _lock_head(db, key)
+            if _is_new(groups[key]):
+                seq, prev = 0, ""
+                created.add(key)
+            else:
+                seq, prev = _lock_head(db, key)
             for event in groups[key]:
                 seq += 1
                 prev = _prepare(event, key, prev, seq)
             heads[key] = (seq, prev)
-        _insert(db, events, heads)
+        _insert(db, events, heads, created)
         changes.changed(using=db)  # every event may change what the live pages show
+    for key in created:  # from now on the head exists: later appends read it
+        thread = groups[key][0].thread
+        if thread is not None:
+            setattr(thread, NEW_CHAIN, False)
     return events
 
 
@@ -99,12 +127,16 @@ def _lock_head(db: str, key: str) -> tuple[int, str]:
     return int(seq), str(hash_)
 
 
-def _insert(db: str, events: list[Event], heads: dict[str, tuple[int, str]]) -> None:
+def _insert(
+    db: str, events: list[Event], heads: dict[str, tuple[int, str]], created: set[str]
+) -> None:
     connection = connections[db]
     qn = connection.ops.quote_name
     now = timezone.now()
     head_table = qn(AuditChain._meta.db_table)
-    head_sql = f"UPDATE {head_table} SET seq = %s, hash = %s, updated_at = %s WHERE chain = %s"  # noqa: S608
+    update_sql = f"UPDATE {head_table} SET seq = %s, hash = %s, updated_at = %s WHERE chain = %s"  # noqa: S608
+    create_sql = f"INSERT INTO {head_table} (seq, hash, updated_at, chain) VALUES (%s, %s, %s, %s)"  # noqa: S608
+    head_sqls = [create_sql if key in created else update_sql for key in heads]
     head_params: list[list[Any]] = [[seq, hash_, now, key] for key, (seq, hash_) in heads.items()]
     fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
     columns = ", ".join(qn(str(f.column)) for f in fields)
@@ -121,7 +153,7 @@ def _insert(db: str, events: list[Event], heads: dict[str, tuple[int, str]]) -> 
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # The heads move in the statement that inserts the events: no query of their own.
-            ctes = ", ".join(f"head_{i} AS ({head_sql})" for i in range(len(head_params)))
+            ctes = ", ".join(f"head_{i} AS ({sql})" for i, sql in enumerate(head_sqls))
             cursor.execute(
                 f"WITH {ctes} {insert}", [p for params in head_params for p in params] + values
             )
@@ -129,8 +161,8 @@ def _insert(db: str, events: list[Event], heads: dict[str, tuple[int, str]]) -> 
         else:  # SQLite has no UPDATE in a WITH; it serializes writers anyway
             cursor.execute(insert, values)
             pks = [r[0] for r in cursor.fetchall()]
-            for params in head_params:
-                cursor.execute(head_sql, params)
+            for sql, params in zip(head_sqls, head_params, strict=True):
+                cursor.execute(sql, params)
     for event, pk in zip(events, pks, strict=True):
         event.pk = pk
         event._state.adding = False
