@@ -219,7 +219,9 @@ def server_side(url: str, pid: int, resumes: int, modes: list[str] | None) -> fl
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--flows", type=int, default=30, help="flows for part 1 (default 30)")
-    parser.add_argument("--resumes", type=int, default=200, help="resumes per way (default 200)")
+    parser.add_argument(
+        "--resumes", type=int, default=200, help="resumes per way (default 200; 0: part 1 only)"
+    )
     parser.add_argument("--repeats", type=int, default=2, help="turns of part 2 (default 2)")
     parser.add_argument(
         "--show-sql", action="store_true", help="print each statement of one flow, per call"
@@ -252,7 +254,7 @@ def main() -> int:
         ours = our_side(max(1, args.flows), show_sql=args.show_sql)
         server.stop()
         per_way: dict[str, list[float]] = {name: [] for name in RESUME_WAYS}
-        for turn in range(max(1, args.repeats)):
+        for turn in range(max(1, args.repeats) if args.resumes > 0 else 0):
             for way, (name, modes) in enumerate(RESUME_WAYS.items()):
                 server = langgraph_server(workdir / f"resume-{turn}-{way}", port=port).start()
                 assert server.process is not None
@@ -273,6 +275,8 @@ def main() -> int:
     for name, cpu, sql in ours:
         print(f"| {name} | {cpu:.2f} | {sql:.0f} |")
     print(f"| **a flow** | **{sum(r[1] for r in ours):.2f}** | **{sum(r[2] for r in ours):.0f}** |")
+    if args.resumes <= 0:
+        return 0
     print(
         f"\nThe server's side: CPU ms per resume, {args.resumes} resumes {CONCURRENCY} at a time, "
         f"each way on a fresh server, {args.repeats} turns:\n"
