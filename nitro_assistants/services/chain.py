@@ -60,23 +60,25 @@ def _is_new(events: list[Event]) -> bool:
     return bool(thread is not None and getattr(thread, NEW_CHAIN, False))
 
 
-def _prepare(event: Event, key: str, prev_hash: str, seq: int) -> str:
+def _content(event: Event, key: str) -> bytes:
+    """What the event's hash covers (its data normalized and its actor reference set first)."""
     event.data = chain.normalized(event.data if event.data is not None else {})
     event.actor_ref = "" if event.actor_id is None else str(event.actor_id)
+    return chain.canonical(
+        chain=key,
+        verb=event.verb,
+        data=event.data,
+        at=event.at,
+        review=event.review_id,
+        run=event.run_id,
+        actor=event.actor_ref,
+    )
+
+
+def _prepare(event: Event, key: str, prev_hash: str, seq: int) -> str:
     event.seq = seq
     event.prev_hash = prev_hash
-    event.hash = chain.link_hash(
-        prev_hash,
-        chain.canonical(
-            chain=key,
-            verb=event.verb,
-            data=event.data,
-            at=event.at,
-            review=event.review_id,
-            run=event.run_id,
-            actor=event.actor_ref,
-        ),
-    )
+    event.hash = chain.link_hash(prev_hash, _content(event, key))
     return event.hash
 
 
@@ -90,6 +92,10 @@ def append(events: list[Event]) -> list[Event]:
     groups: dict[str, list[Event]] = {}
     for event in events:
         groups.setdefault(chain_of(event), []).append(event)
+    if len(groups) == 1 and connections[db].vendor == "postgresql":
+        ((key, group),) = groups.items()
+        if not _is_new(group) and _append_linked(db, key, group):
+            return events
     with transaction.atomic(using=db, savepoint=False):
         heads: dict[str, tuple[int, str]] = {}
         created: set[str] = set()
@@ -110,6 +116,70 @@ def append(events: list[Event]) -> list[Event]:
         if thread is not None:
             setattr(thread, NEW_CHAIN, False)
     return events
+
+
+def _append_linked(db: str, key: str, events: list[Event]) -> bool:
+    """PostgreSQL, one chain whose head exists: lock the head, chain the events to it, insert
+    them and move the head, all in one statement (each link's hash is ``link_hash``, computed by
+    the database from the head it locked: ``sha256(prev || "\\n" || content)``). Being one
+    statement, it needs no transaction of its own. False, with nothing written, when the chain
+    has no head yet (the caller creates it)."""
+    connection = connections[db]
+    qn = connection.ops.quote_name
+    head = qn(AuditChain._meta.db_table)
+    linked = ("seq", "prev_hash", "hash")
+    params: list[Any] = [key]
+    ctes = [f"link_0 AS MATERIALIZED (SELECT seq, hash FROM {head} WHERE chain = %s FOR UPDATE)"]  # noqa: S608
+    for i, event in enumerate(events, 1):
+        ctes.append(
+            f"link_{i} AS MATERIALIZED (SELECT seq + 1 AS seq, hash AS prev_hash, "  # noqa: S608
+            f"encode(sha256(convert_to(hash, 'UTF8') || %s::bytea), 'hex') AS hash "
+            f"FROM link_{i - 1})"
+        )
+        params.append(b"\n" + _content(event, key))
+    last = f"link_{len(events)}"
+    ctes.append(
+        f"moved AS (UPDATE {head} SET seq = {last}.seq, hash = {last}.hash, updated_at = %s "  # noqa: S608
+        f"FROM {last} WHERE {head}.chain = %s)"
+    )
+    params += [timezone.now(), key]
+    fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
+    selects = []
+    for i, event in enumerate(events, 1):
+        columns = []
+        for f in fields:
+            if f.attname in linked:
+                columns.append(f"link_{i}.{f.attname}")
+            else:
+                columns.append(f"CAST(%s AS {f.db_type(connection)})")
+                params.append(f.get_db_prep_save(f.pre_save(event, True), connection))
+        selects.append(f"SELECT {', '.join(columns)} FROM link_{i}")  # noqa: S608
+    sql = (
+        f"WITH {', '.join(ctes)} "
+        f"INSERT INTO {qn(Event._meta.db_table)} ({', '.join(qn(str(f.column)) for f in fields)}) "
+        + " UNION ALL ".join(selects)
+        + f" RETURNING {qn(str(Event._meta.pk.column))}, seq, prev_hash, hash"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = {int(seq): (pk, prev, hash_) for pk, seq, prev, hash_ in cursor.fetchall()}
+    if not rows:
+        return False
+    seq = min(rows)
+    prev = rows[seq][1]
+    for event in events:
+        pk, stored_prev, stored_hash = rows[seq]
+        if _prepare(event, key, prev, seq) != stored_hash or stored_prev != prev:
+            raise ChainWriteError(f"chain {key}: the database linked seq {seq} differently")
+        event.pk = pk
+        event._state.adding = False
+        event._state.db = db
+        prev, seq = stored_hash, seq + 1
+    return True
+
+
+class ChainWriteError(NitroAssistantsError):
+    """The database computed a link's hash otherwise than :func:`chain.link_hash` (a bug)."""
 
 
 def _lock_head(db: str, key: str) -> tuple[int, str]:
