@@ -8,10 +8,13 @@ waiting; one chain for the installation would make every decision on every threa
 every other one, including a worker's that still has work to do before it commits. The price is a
 head per thread to check and export, which the walk and the export do.
 
-Appending costs one query per chain in the batch (the head's upsert, which locks it and returns
-it); on PostgreSQL the head's new value is written by the same statement that inserts the events.
+On PostgreSQL a batch on one chain (what a service call writes) is one statement: it locks the
+head (or starts the chain), links the events to it, the database computing each link's hash
+from the head it locked, inserts them and moves the head. Otherwise (SQLite, or a batch over
+several chains) appending costs one query per chain in the batch (the head's upsert, which locks
+it and returns it) before the insert, which on PostgreSQL moves the heads in the same statement.
 A chain created in the caller's transaction (a thread just inserted, :func:`new_chain`) has no
-head to read: its head is inserted by that statement too.
+head to read: its head is inserted with the events.
 """
 
 from __future__ import annotations
@@ -119,17 +122,23 @@ def append(events: list[Event]) -> list[Event]:
 
 
 def _append_linked(db: str, key: str, events: list[Event]) -> bool:
-    """PostgreSQL, one chain whose head exists: lock the head, chain the events to it, insert
-    them and move the head, all in one statement (each link's hash is ``link_hash``, computed by
-    the database from the head it locked: ``sha256(prev || "\\n" || content)``). Being one
-    statement, it needs no transaction of its own. False, with nothing written, when the chain
-    has no head yet (the caller creates it)."""
+    """PostgreSQL, one chain: lock its head (or start it), chain the events to it, insert them
+    and move the head, all in one statement (each link's hash is ``link_hash``, computed by the
+    database from the head it locked: ``sha256(prev || "\\n" || content)``). Being one statement,
+    it needs no transaction of its own. False, with nothing written, when the head appeared
+    meanwhile (another writer started the chain first): the caller's upsert waits for it."""
     connection = connections[db]
     qn = connection.ops.quote_name
     head = qn(AuditChain._meta.db_table)
     linked = ("seq", "prev_hash", "hash")
+    now = timezone.now()
     params: list[Any] = [key]
-    ctes = [f"link_0 AS MATERIALIZED (SELECT seq, hash FROM {head} WHERE chain = %s FOR UPDATE)"]  # noqa: S608
+    # Names are the models' own, quoted; every value is a parameter.
+    ctes = [
+        f"head_row AS MATERIALIZED (SELECT seq, hash FROM {head} WHERE chain = %s FOR UPDATE)",  # noqa: S608
+        "link_0 AS MATERIALIZED (SELECT seq, hash FROM head_row UNION ALL "
+        "SELECT 0, '' WHERE NOT EXISTS (SELECT 1 FROM head_row))",
+    ]
     for i, event in enumerate(events, 1):
         ctes.append(
             f"link_{i} AS MATERIALIZED (SELECT seq + 1 AS seq, hash AS prev_hash, "  # noqa: S608
@@ -138,11 +147,15 @@ def _append_linked(db: str, key: str, events: list[Event]) -> bool:
         )
         params.append(b"\n" + _content(event, key))
     last = f"link_{len(events)}"
-    ctes.append(
+    ctes += [
         f"moved AS (UPDATE {head} SET seq = {last}.seq, hash = {last}.hash, updated_at = %s "  # noqa: S608
-        f"FROM {last} WHERE {head}.chain = %s)"
-    )
-    params += [timezone.now(), key]
+        f"FROM {last} WHERE {head}.chain = %s AND EXISTS (SELECT 1 FROM head_row) RETURNING 1)",
+        f"started AS (INSERT INTO {head} (chain, seq, hash, updated_at) "  # noqa: S608
+        f"SELECT %s, seq, hash, %s FROM {last} WHERE NOT EXISTS (SELECT 1 FROM head_row) "
+        "ON CONFLICT (chain) DO NOTHING RETURNING 1)",
+        "written AS (SELECT 1 FROM moved UNION ALL SELECT 1 FROM started)",
+    ]
+    params += [now, key, key, now]
     fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
     selects = []
     for i, event in enumerate(events, 1):
@@ -153,7 +166,9 @@ def _append_linked(db: str, key: str, events: list[Event]) -> bool:
             else:
                 columns.append(f"CAST(%s AS {f.db_type(connection)})")
                 params.append(f.get_db_prep_save(f.pre_save(event, True), connection))
-        selects.append(f"SELECT {', '.join(columns)} FROM link_{i}")  # noqa: S608
+        selects.append(
+            f"SELECT {', '.join(columns)} FROM link_{i} WHERE EXISTS (SELECT 1 FROM written)"  # noqa: S608
+        )
     sql = (
         f"WITH {', '.join(ctes)} "
         f"INSERT INTO {qn(Event._meta.db_table)} ({', '.join(qn(str(f.column)) for f in fields)}) "
