@@ -98,6 +98,7 @@ def append(events: list[Event]) -> list[Event]:
     if len(groups) == 1 and connections[db].vendor == "postgresql":
         ((key, group),) = groups.items()
         if not _is_new(group) and _append_linked(db, key, group):
+            changes.changed(using=db)  # every event may change what the live pages show
             return events
     with transaction.atomic(using=db, savepoint=False):
         heads: dict[str, tuple[int, str]] = {}
