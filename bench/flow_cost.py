@@ -1,17 +1,24 @@
 """Where a flow's CPU goes: each service call on its own (CPU and SQL statements), and what each way of sending a resume costs the server.
 
-    .venv/bin/python bench/flow_cost.py [--flows 30] [--resumes 200] [--repeats 2]
+    .venv/bin/python bench/flow_cost.py [--flows 30] [--resumes 200] [--repeats 2] [--show-sql]
 
 Against a real ``langgraph dev`` (in-memory runtime) running the ``tools`` graph of
 tests/graphs/agents.py, the same flow as bench/throughput.py: a held ``reschedule_appointment``
 call, approved, then the model's answer.
 
-1. **Our side, per call.** One process, no Celery, a scratch Postgres database: ``start_run``,
-   ``execute_run``, ``decide`` (approve) and ``execute_resume`` for ``--flows`` flows, one call
-   at a time, twice: the first pass counts the SQL statements each call sent (BEGIN and COMMIT
-   included), the second measures this process's CPU (``time.process_time``) without the
-   statement capture's own cost. The server's CPU is left out here: calls one at a time leave
-   it waiting on its scheduler's 0.5 s sleep.
+1. **Our side, per call.** One process, no Celery, a scratch Postgres database, the flow the
+   admin takes with governance on: a review rule (:data:`POLICY`: the held call needs a member of
+   Staff) matches the held call, a staff reviewer in Staff opens the review (which claims it,
+   ``claims.claim_review``) and approves it through the admin's form path
+   (``services.decide(pk, user, decision + shown stamp, via="admin")``); the audit chain is
+   always on. ``start_run``, ``execute_run``, the claim, ``decide`` and ``execute_resume`` for
+   ``--flows`` flows, one call at a time, twice: the first pass counts the SQL statements each
+   call sent (BEGIN, COMMIT and SAVEPOINTs included; ``--show-sql`` prints one flow's), the
+   second measures this process's CPU (``time.process_time``) without the statement capture's
+   own cost. The admin page's own reads (the review it shows, the request's user and its
+   permissions, which its ``can_decide`` reads before calling ``decide``) are not counted. The
+   server's CPU is left out here: calls one at a time leave it waiting on its scheduler's 0.5 s
+   sleep.
 2. **The server's side, per resume.** ``--resumes`` threads paused (with ``langgraph_sdk``),
    then resumed 20 at a time, each way on a fresh server, ``--repeats`` times in turn: the
    server's CPU per resume. ``runs/wait`` is what the SDK flow of bench/throughput.py sends; it
@@ -59,49 +66,121 @@ RESUME_WAYS = {
 }
 
 
-def our_side(flows: int) -> list[tuple[str, float, float]]:
-    """(call, ms of CPU per call, SQL statements per call)."""
+#: The review rule part 1 seeds: the flow's held call needs one approval by a member of Staff.
+POLICY = {
+    "name": "Rescheduling is for staff",
+    "tool": "reschedule_appointment",
+    "action": "review",
+    "approvals": 1,
+    "priority": 1,
+}
+CALLS = (
+    "`services.start_run` (a new thread)",
+    "`services.execute_run` (the `run_thread` task)",
+    "`claims.claim_review` (the reviewer opens the review)",
+    '`services.decide` (approve, `via="admin"`)',
+    "`services.execute_resume` (the `resume_thread` task)",
+)
+
+
+def seed_reviewer() -> int:
+    """The policy rule of :data:`POLICY` (its group: Staff) and a staff reviewer in Staff, who
+    may decide reviews through the group (not a superuser: the group check is a real one)."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group, Permission
+
+    from nitro_assistants.models import Policy
+
+    staff = Group.objects.create(name="Staff")
+    staff.permissions.add(Permission.objects.get(codename="decide_review"))
+    user = get_user_model().objects.create_user("reviewer", "reviewer@example.com", is_staff=True)
+    user.groups.add(staff)
+    Policy.objects.create(group=staff, **POLICY)
+    return int(user.pk)
+
+
+def our_side(flows: int, show_sql: bool = False) -> list[tuple[str, float, float]]:
+    """(call, ms of CPU per call, SQL statements per call), the calls of :data:`CALLS`."""
+    from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     from nitro_assistants import services, tasks
     from nitro_assistants.models import Review
+    from nitro_assistants.services import claims
+    from nitro_assistants.services.reviews import DECIDE_PERMISSION
 
     # Called directly here, so nothing is enqueued (no worker is running).
     tasks.run_thread.delay = lambda *args, **kwargs: None
     tasks.resume_thread.delay = lambda *args, **kwargs: None
+    reviewer = seed_reviewer()
 
     def each(
-        counting: bool, call: Callable[[Any], Any], items: Iterable[Any]
+        counting: bool, call: Callable[[Any], Any], items: Iterable[Any], name: str
     ) -> tuple[list[Any], float, float]:
-        """Call ``call`` on every item: count the SQL statements sent, or measure the CPU used."""
+        """Call ``call`` on every item: count the SQL statements sent (and show the first
+        item's with ``--show-sql``), or measure the CPU used."""
         items = list(items)
         if counting:
-            with CaptureQueriesContext(connection) as queries:
-                results = [call(item) for item in items]
-            return results, 0.0, len(queries.captured_queries) / len(items)
+            results, sent = [], 0
+            for n, item in enumerate(items):
+                with CaptureQueriesContext(connection) as queries:
+                    results.append(call(item))
+                sent += len(queries.captured_queries)
+                if show_sql and n == 0:
+                    print(f"\n{name}: {len(queries.captured_queries)} statements")
+                    for i, query in enumerate(queries.captured_queries, 1):
+                        print(f"  {i:2}. {query['sql'][:300]}")
+            return results, 0.0, sent / len(items)
         started = time.process_time()
         results = [call(item) for item in items]
         return results, 1000 * (time.process_time() - started) / len(items), 0.0
 
-    def approve(review: Review) -> Any:
-        return services.decide(review, None, approval(review.payload))
-
-    passes: list[list[tuple[str, float, float]]] = []
-    for counting in (True, False):
-        rows: list[tuple[str, float, float]] = []
-        passes.append(rows)
-        runs, cpu, sql = each(counting, lambda _: services.start_run(GRAPH, MESSAGE), range(flows))
-        rows.append(("`services.start_run` (a new thread)", cpu, sql))
-        _, cpu, sql = each(counting, lambda run: services.execute_run(run.pk), runs)
-        rows.append(("`services.execute_run` (the `run_thread` task)", cpu, sql))
-        reviews = [Review.objects.get(run=run) for run in runs]
-        decisions, cpu, sql = each(counting, approve, reviews)
-        rows.append(("`services.decide` (approve)", cpu, sql))
-        _, cpu, sql = each(
-            counting, lambda decision: services.execute_resume(decision.pk), decisions
+    def opened(review: Review) -> tuple[Review, Any]:
+        """What the admin's review screen holds when it claims (GET): the review as it reads it
+        and the request's user. Not counted: the page's own reads."""
+        review = Review.objects.select_related("thread", "decision", "decision__decided_by").get(
+            pk=review.pk
         )
-        rows.append(("`services.execute_resume` (the `resume_thread` task)", cpu, sql))
+        return review, get_user_model().objects.get(pk=reviewer)
+
+    def posted(review: Review) -> tuple[Review, Any, dict[str, Any]]:
+        """What the admin's decide POST hands ``services.decide``: the review's pk, the request's
+        user (its permissions already read: the view's ``can_decide`` checked them first, not
+        counted) and the form's decision with the stamp the page was rendered from."""
+        user = get_user_model().objects.get(pk=reviewer)
+        assert user.has_perm(DECIDE_PERMISSION)
+        shown = {"revision": review.revision, "digest": review.digest}
+        if review.interrupt_id:
+            shown["interrupt_id"] = review.interrupt_id
+        return review, user, {**approval(review.payload), "note": "", **shown}
+
+    def decide(item: tuple[Review, Any, dict[str, Any]]) -> Any:
+        review, user, decision = item
+        return services.decide(review.pk, user, decision, via="admin")
+
+    def one_pass(counting: bool) -> list[tuple[str, float, float]]:
+        rows: list[tuple[str, float, float]] = []
+        names = iter(CALLS)
+
+        def measure(call: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+            name = next(names)
+            results, cpu, sql = each(counting, call, items, name)
+            rows.append((name, cpu, sql))
+            return results
+
+        runs = measure(lambda _: services.start_run(GRAPH, MESSAGE), range(flows))
+        measure(lambda run: services.execute_run(run.pk), runs)
+        reviews = [Review.objects.get(run=run) for run in runs]
+        for review in reviews:  # the policy matched: the staff rule handles every review
+            assert review.handling.policy_id is not None, "the review policy did not match"
+        screens = [opened(review) for review in reviews]
+        measure(lambda screen: claims.claim_review(*screen), screens)
+        decisions = measure(decide, [posted(review) for review, _ in screens])
+        measure(lambda decision: services.execute_resume(decision.pk), decisions)
+        return rows
+
+    passes = [one_pass(counting) for counting in (True, False)]
     counted, timed = passes
     return [(name, cpu, sql) for (name, _, sql), (_, cpu, _) in zip(counted, timed, strict=True)]
 
@@ -140,8 +219,13 @@ def server_side(url: str, pid: int, resumes: int, modes: list[str] | None) -> fl
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--flows", type=int, default=30, help="flows for part 1 (default 30)")
-    parser.add_argument("--resumes", type=int, default=200, help="resumes per way (default 200)")
+    parser.add_argument(
+        "--resumes", type=int, default=200, help="resumes per way (default 200; 0: part 1 only)"
+    )
     parser.add_argument("--repeats", type=int, default=2, help="turns of part 2 (default 2)")
+    parser.add_argument(
+        "--show-sql", action="store_true", help="print each statement of one flow, per call"
+    )
     args = parser.parse_args()
 
     db_name = f"nitro_bench_flow_cost_{os.getpid()}"
@@ -167,10 +251,10 @@ def main() -> int:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-        ours = our_side(max(1, args.flows))
+        ours = our_side(max(1, args.flows), show_sql=args.show_sql)
         server.stop()
         per_way: dict[str, list[float]] = {name: [] for name in RESUME_WAYS}
-        for turn in range(max(1, args.repeats)):
+        for turn in range(max(1, args.repeats) if args.resumes > 0 else 0):
             for way, (name, modes) in enumerate(RESUME_WAYS.items()):
                 server = langgraph_server(workdir / f"resume-{turn}-{way}", port=port).start()
                 assert server.process is not None
@@ -191,6 +275,8 @@ def main() -> int:
     for name, cpu, sql in ours:
         print(f"| {name} | {cpu:.2f} | {sql:.0f} |")
     print(f"| **a flow** | **{sum(r[1] for r in ours):.2f}** | **{sum(r[2] for r in ours):.0f}** |")
+    if args.resumes <= 0:
+        return 0
     print(
         f"\nThe server's side: CPU ms per resume, {args.resumes} resumes {CONCURRENCY} at a time, "
         f"each way on a fresh server, {args.repeats} turns:\n"

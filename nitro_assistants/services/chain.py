@@ -8,8 +8,13 @@ waiting; one chain for the installation would make every decision on every threa
 every other one, including a worker's that still has work to do before it commits. The price is a
 head per thread to check and export, which the walk and the export do.
 
-Appending costs one query per chain in the batch (the head's upsert, which locks it and returns
-it); on PostgreSQL the head's new value is written by the same statement that inserts the events.
+On PostgreSQL a batch on one chain (what a service call writes) is one statement: it locks the
+head (or starts the chain), links the events to it, the database computing each link's hash
+from the head it locked, inserts them and moves the head. Otherwise (SQLite, or a batch over
+several chains) appending costs one query per chain in the batch (the head's upsert, which locks
+it and returns it) before the insert, which on PostgreSQL moves the heads in the same statement.
+A chain created in the caller's transaction (a thread just inserted, :func:`new_chain`) has no
+head to read: its head is inserted with the events.
 """
 
 from __future__ import annotations
@@ -41,23 +46,42 @@ def chain_of(event: Event) -> str:
     return str(thread.thread_id)
 
 
-def _prepare(event: Event, key: str, prev_hash: str, seq: int) -> str:
+#: Set on a Thread just inserted whose chain has no head yet (cleared by its first append).
+NEW_CHAIN = "_nitro_new_chain"
+
+
+def new_chain(thread: Thread) -> Thread:
+    """Mark ``thread``, inserted in the current transaction, as starting its chain: its first
+    append inserts the head instead of reading it (a thread id is new, so no head exists; if
+    one did, the insert would fail and roll the transaction back, never fork the chain)."""
+    setattr(thread, NEW_CHAIN, True)
+    return thread
+
+
+def _is_new(events: list[Event]) -> bool:
+    thread = events[0].thread if events[0].thread_id is not None else None
+    return bool(thread is not None and getattr(thread, NEW_CHAIN, False))
+
+
+def _content(event: Event, key: str) -> bytes:
+    """What the event's hash covers (its data normalized and its actor reference set first)."""
     event.data = chain.normalized(event.data if event.data is not None else {})
     event.actor_ref = "" if event.actor_id is None else str(event.actor_id)
+    return chain.canonical(
+        chain=key,
+        verb=event.verb,
+        data=event.data,
+        at=event.at,
+        review=event.review_id,
+        run=event.run_id,
+        actor=event.actor_ref,
+    )
+
+
+def _prepare(event: Event, key: str, prev_hash: str, seq: int) -> str:
     event.seq = seq
     event.prev_hash = prev_hash
-    event.hash = chain.link_hash(
-        prev_hash,
-        chain.canonical(
-            chain=key,
-            verb=event.verb,
-            data=event.data,
-            at=event.at,
-            review=event.review_id,
-            run=event.run_id,
-            actor=event.actor_ref,
-        ),
-    )
+    event.hash = chain.link_hash(prev_hash, _content(event, key))
     return event.hash
 
 
@@ -71,17 +95,107 @@ def append(events: list[Event]) -> list[Event]:
     groups: dict[str, list[Event]] = {}
     for event in events:
         groups.setdefault(chain_of(event), []).append(event)
+    if len(groups) == 1 and connections[db].vendor == "postgresql":
+        ((key, group),) = groups.items()
+        if not _is_new(group) and _append_linked(db, key, group):
+            changes.changed(using=db)  # every event may change what the live pages show
+            return events
     with transaction.atomic(using=db, savepoint=False):
         heads: dict[str, tuple[int, str]] = {}
+        created: set[str] = set()
         for key in sorted(groups):
-            seq, prev = _lock_head(db, key)
+            if _is_new(groups[key]):
+                seq, prev = 0, ""
+                created.add(key)
+            else:
+                seq, prev = _lock_head(db, key)
             for event in groups[key]:
                 seq += 1
                 prev = _prepare(event, key, prev, seq)
             heads[key] = (seq, prev)
-        _insert(db, events, heads)
+        _insert(db, events, heads, created)
         changes.changed(using=db)  # every event may change what the live pages show
+    for key in created:  # from now on the head exists: later appends read it
+        thread = groups[key][0].thread
+        if thread is not None:
+            setattr(thread, NEW_CHAIN, False)
     return events
+
+
+def _append_linked(db: str, key: str, events: list[Event]) -> bool:
+    """PostgreSQL, one chain: lock its head (or start it), chain the events to it, insert them
+    and move the head, all in one statement (each link's hash is ``link_hash``, computed by the
+    database from the head it locked: ``sha256(prev || "\\n" || content)``). Being one statement,
+    it needs no transaction of its own. False, with nothing written, when the head appeared
+    meanwhile (another writer started the chain first): the caller's upsert waits for it."""
+    connection = connections[db]
+    qn = connection.ops.quote_name
+    head = qn(AuditChain._meta.db_table)
+    linked = ("seq", "prev_hash", "hash")
+    now = timezone.now()
+    params: list[Any] = [key]
+    # Names are the models' own, quoted; every value is a parameter.
+    ctes = [
+        f"head_row AS MATERIALIZED (SELECT seq, hash FROM {head} WHERE chain = %s FOR UPDATE)",  # noqa: S608
+        "link_0 AS MATERIALIZED (SELECT seq, hash FROM head_row UNION ALL "
+        "SELECT 0, '' WHERE NOT EXISTS (SELECT 1 FROM head_row))",
+    ]
+    for i, event in enumerate(events, 1):
+        ctes.append(
+            f"link_{i} AS MATERIALIZED (SELECT seq + 1 AS seq, hash AS prev_hash, "  # noqa: S608
+            f"encode(sha256(convert_to(hash, 'UTF8') || %s::bytea), 'hex') AS hash "
+            f"FROM link_{i - 1})"
+        )
+        params.append(b"\n" + _content(event, key))
+    last = f"link_{len(events)}"
+    ctes += [
+        f"moved AS (UPDATE {head} SET seq = {last}.seq, hash = {last}.hash, updated_at = %s "  # noqa: S608
+        f"FROM {last} WHERE {head}.chain = %s AND EXISTS (SELECT 1 FROM head_row) RETURNING 1)",
+        f"started AS (INSERT INTO {head} (chain, seq, hash, updated_at) "  # noqa: S608
+        f"SELECT %s, seq, hash, %s FROM {last} WHERE NOT EXISTS (SELECT 1 FROM head_row) "
+        "ON CONFLICT (chain) DO NOTHING RETURNING 1)",
+        "written AS (SELECT 1 FROM moved UNION ALL SELECT 1 FROM started)",
+    ]
+    params += [now, key, key, now]
+    fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
+    selects = []
+    for i, event in enumerate(events, 1):
+        columns = []
+        for f in fields:
+            if f.attname in linked:
+                columns.append(f"link_{i}.{f.attname}")
+            else:
+                columns.append(f"CAST(%s AS {f.db_type(connection)})")
+                params.append(f.get_db_prep_save(f.pre_save(event, True), connection))
+        selects.append(
+            f"SELECT {', '.join(columns)} FROM link_{i} WHERE EXISTS (SELECT 1 FROM written)"  # noqa: S608
+        )
+    sql = (
+        f"WITH {', '.join(ctes)} "
+        f"INSERT INTO {qn(Event._meta.db_table)} ({', '.join(qn(str(f.column)) for f in fields)}) "
+        + " UNION ALL ".join(selects)
+        + f" RETURNING {qn(str(Event._meta.pk.column))}, seq, prev_hash, hash"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = {int(seq): (pk, prev, hash_) for pk, seq, prev, hash_ in cursor.fetchall()}
+    if not rows:
+        return False
+    seq = min(rows)
+    prev = rows[seq][1]
+    for event in events:
+        pk, stored_prev, stored_hash = rows[seq]
+        if _prepare(event, key, prev, seq) != stored_hash or stored_prev != prev:
+            raise ChainWriteError(f"chain {key}: the database linked seq {seq} differently")
+        event.pk = pk
+        event._state.adding = False
+        event._state.db = db
+        prev, seq = stored_hash, seq + 1
+    return True
+
+
+class ChainWriteError(NitroAssistantsError):
+    """The database computed a link's hash otherwise than :func:`chain.link_hash` (a bug)."""
 
 
 def _lock_head(db: str, key: str) -> tuple[int, str]:
@@ -99,12 +213,16 @@ def _lock_head(db: str, key: str) -> tuple[int, str]:
     return int(seq), str(hash_)
 
 
-def _insert(db: str, events: list[Event], heads: dict[str, tuple[int, str]]) -> None:
+def _insert(
+    db: str, events: list[Event], heads: dict[str, tuple[int, str]], created: set[str]
+) -> None:
     connection = connections[db]
     qn = connection.ops.quote_name
     now = timezone.now()
     head_table = qn(AuditChain._meta.db_table)
-    head_sql = f"UPDATE {head_table} SET seq = %s, hash = %s, updated_at = %s WHERE chain = %s"  # noqa: S608
+    update_sql = f"UPDATE {head_table} SET seq = %s, hash = %s, updated_at = %s WHERE chain = %s"  # noqa: S608
+    create_sql = f"INSERT INTO {head_table} (seq, hash, updated_at, chain) VALUES (%s, %s, %s, %s)"  # noqa: S608
+    head_sqls = [create_sql if key in created else update_sql for key in heads]
     head_params: list[list[Any]] = [[seq, hash_, now, key] for key, (seq, hash_) in heads.items()]
     fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
     columns = ", ".join(qn(str(f.column)) for f in fields)
@@ -121,7 +239,7 @@ def _insert(db: str, events: list[Event], heads: dict[str, tuple[int, str]]) -> 
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # The heads move in the statement that inserts the events: no query of their own.
-            ctes = ", ".join(f"head_{i} AS ({head_sql})" for i in range(len(head_params)))
+            ctes = ", ".join(f"head_{i} AS ({sql})" for i, sql in enumerate(head_sqls))
             cursor.execute(
                 f"WITH {ctes} {insert}", [p for params in head_params for p in params] + values
             )
@@ -129,8 +247,8 @@ def _insert(db: str, events: list[Event], heads: dict[str, tuple[int, str]]) -> 
         else:  # SQLite has no UPDATE in a WITH; it serializes writers anyway
             cursor.execute(insert, values)
             pks = [r[0] for r in cursor.fetchall()]
-            for params in head_params:
-                cursor.execute(head_sql, params)
+            for sql, params in zip(head_sqls, head_params, strict=True):
+                cursor.execute(sql, params)
     for event, pk in zip(events, pks, strict=True):
         event.pk = pk
         event._state.adding = False

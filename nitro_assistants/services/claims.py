@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, Group
-from django.db import IntegrityError, transaction
+from django.db import connections, router, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -62,18 +62,13 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
             # A renewal writes no event (the live pages show the lease): it changes them itself.
             changes.changed()
             return Claim.objects.get(review_id=review.pk)
-        held = Claim.objects.select_for_update().filter(review_id=review.pk).first()
-        if held is None:
-            try:
-                with transaction.atomic():  # a savepoint: the other insert may win the race
-                    held = Claim.objects.create(
-                        review=review, user=user, claimed_at=now, expires_at=until, changed_at=now
-                    )
-            except IntegrityError:
-                held = Claim.objects.select_for_update().get(review_id=review.pk)
-            else:
-                record_event(review.thread, "review_claimed", review=review, actor=user)
-                return held
+        # The first claim on the review is this insert; a row already there (or another
+        # reviewer's insert that wins the race) leaves it to the locked read below.
+        held = _insert_claim(Claim(review=review, user=user, claimed_at=now, expires_at=until))
+        if held is not None:
+            record_event(review.thread, "review_claimed", review=review, actor=user)
+            return held
+        held = Claim.objects.select_for_update().get(review_id=review.pk)
         live = held.active(now)
         if held.user_id == user.pk:  # a renewal: the screen is still open
             if not live:
@@ -98,6 +93,31 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
         else:
             record_event(review.thread, "review_claimed", review=review, actor=user)
         return held
+
+
+def _insert_claim(claim: Claim) -> Claim | None:
+    """Insert ``claim`` unless its review has one (``ON CONFLICT DO NOTHING``: one statement,
+    no savepoint to recover from a lost race); the claim saved, or None when there was one."""
+    claim.changed_at = claim.claimed_at
+    connection = connections[router.db_for_write(Claim)]
+    qn = connection.ops.quote_name
+    fields = [f for f in Claim._meta.concrete_fields if not f.primary_key]
+    sql = (
+        f"INSERT INTO {qn(Claim._meta.db_table)} ({', '.join(qn(str(f.column)) for f in fields)}) "  # noqa: S608
+        f"VALUES ({', '.join(['%s'] * len(fields))}) "
+        f"ON CONFLICT ({qn(str(Claim._meta.get_field('review').column))}) DO NOTHING "
+        f"RETURNING {qn(str(Claim._meta.pk.column))}"
+    )
+    values = [f.get_db_prep_save(f.pre_save(claim, True), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, values)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    claim.pk = row[0]
+    claim._state.adding = False
+    claim._state.db = connection.alias
+    return claim
 
 
 def release_claim(review: Review, user: Any) -> bool:

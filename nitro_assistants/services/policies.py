@@ -112,27 +112,35 @@ def _due(start: datetime.datetime, seconds: float | None) -> datetime.datetime |
 
 
 def give_handling(
-    review: Review, handling: policies.Handling, *, actor: Any = None, why: str = "mirrored"
+    review: Review,
+    handling: policies.Handling,
+    *,
+    actor: Any = None,
+    why: str = "mirrored",
+    new: bool = False,
 ) -> ReviewHandling | None:
     """Record that ``handling`` applies to ``review`` (the review's lock held, or a review just
-    created); an auto-decision is enqueued (``nitro_assistants.apply_policy``) after commit."""
+    created: ``new``, which has no handling row yet, so it is inserted in one statement rather
+    than looked up and created in savepoints); an auto-decision is enqueued
+    (``nitro_assistants.apply_policy``) after commit."""
     if handling.rule_id is None:
         return None
     now = timezone.now()
-    row, _ = ReviewHandling.objects.update_or_create(
-        review=review,
-        defaults={
-            "policy_id": handling.rule_id,
-            "rule": handling.as_dict(),
-            "action": handling.action,
-            "approvals_required": handling.approvals,
-            "group_id": handling.group_id,
-            "priority": handling.priority,
-            "due_at": _due(now, handling.deadline),
-            "stage": ReviewHandling.Stage.WAITING,
-            "escalated_at": None,
-        },
-    )
+    fields = {
+        "policy_id": handling.rule_id,
+        "rule": handling.as_dict(),
+        "action": handling.action,
+        "approvals_required": handling.approvals,
+        "group_id": handling.group_id,
+        "priority": handling.priority,
+        "due_at": _due(now, handling.deadline),
+        "stage": ReviewHandling.Stage.WAITING,
+        "escalated_at": None,
+    }
+    if new:
+        row = ReviewHandling.objects.create(review=review, **fields)
+    else:
+        row, _ = ReviewHandling.objects.update_or_create(review=review, defaults=fields)
     review.handling = row
     record_event(
         review.thread,
@@ -153,8 +161,9 @@ def give_handling(
 
 
 def review_mirrored(review: Review) -> ReviewHandling | None:
-    """A review was just mirrored: the rules decide how it is handled."""
-    return give_handling(review, evaluate(review))
+    """A review was just mirrored (created in the caller's transaction): the rules decide how
+    it is handled."""
+    return give_handling(review, evaluate(review), new=True)
 
 
 # -- who may approve, and the quorum -----------------------------------------------------------
@@ -164,9 +173,13 @@ def _person(user: Any) -> bool:
     return bool(getattr(user, "pk", None)) and bool(getattr(user, "is_authenticated", False))
 
 
-def in_group(user: Any, group_id: int | None) -> bool:
+def in_group(user: Any, group_id: int | None, *, known: bool | None = None) -> bool:
+    """Whether ``user`` may act for the group (its member, or a superuser); ``known``: the
+    membership already read (``services.decide`` reads it with the review it locks)."""
     if group_id is None or getattr(user, "is_superuser", False):
         return True
+    if known is not None:
+        return known
     return bool(user.groups.filter(pk=group_id).exists())
 
 
@@ -331,7 +344,9 @@ def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gat
     current = row.handling if row is not None else policies.DEFAULT
     required = row.approvals_required if row is not None else 1
     group_id = row.group_id if row is not None else None
-    if via is not None and not in_group(user, group_id):
+    if via is not None and not in_group(
+        user, group_id, known=getattr(review, "reviewer_in_group", None)
+    ):
         name = row.group.name if row is not None and row.group else ""
         raise PolicyForbiddenError(f"Only members of {name} may decide this review")
     actions = _actions(cleaned)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from nitro_assistants import rules, signals
@@ -246,7 +246,7 @@ def decide(
     if not isinstance(decision, Mapping):
         raise InteractionDecisionError("The decision must be an object")
     with transaction.atomic(), events_batched():
-        locked = Review.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
+        locked = _locked_for_decision(pk, user)
         if not may_decide(user, locked, via):
             raise _forbidden(locked, via)
         if locked.kind in rules.INTERACTION_KINDS:
@@ -295,6 +295,19 @@ def decide(
             return passed.approval
         assert passed.decision is not None
         return _record(locked, passed.actor or user, passed.decision)
+
+
+def _locked_for_decision(pk: Any, user: Any) -> Review:
+    """The review, locked, with what deciding it reads in the same statement: its thread, its
+    decision (a replay), its policy handling and whether ``user`` is in the handling's group."""
+    reviews = Review.objects.select_for_update(of=("self",)).select_related(
+        "thread", "decision", "handling"
+    )
+    through = getattr(getattr(type(user), "groups", None), "through", None)
+    if getattr(user, "pk", None) and through is not None:
+        member = through.objects.filter(user_id=user.pk, group_id=OuterRef("handling__group_id"))
+        reviews = reviews.annotate(reviewer_in_group=Exists(member))
+    return reviews.get(pk=pk)
 
 
 def dismiss(review: Review | int, user: Any, *, via: Channel = None) -> Review:

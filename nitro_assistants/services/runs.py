@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.core import signing
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -19,6 +19,7 @@ from nitro_assistants.exceptions import NitroAssistantsError, RunError
 from nitro_assistants.models import Run, Thread
 from nitro_assistants.services import clients
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
+from nitro_assistants.services.chain import new_chain
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.errors import clean_error, error_text
@@ -67,11 +68,14 @@ def start_run(
             clients.assistant_for(
                 thread
             )  # unknown key: UnknownAssistantError before anything is stored
-            thread = Thread.objects.create(
-                assistant_key=thread,
-                opened_by=user if getattr(user, "pk", None) else None,
-                context=context or {},
-                metadata=metadata or {},
+            # Its audit chain starts here: the first append inserts the head, no read first.
+            thread = new_chain(
+                Thread.objects.create(
+                    assistant_key=thread,
+                    opened_by=user if getattr(user, "pk", None) else None,
+                    context=context or {},
+                    metadata=metadata or {},
+                )
             )
             record_event(thread, "thread_opened", actor=user, assistant_key=thread.assistant_key)
         else:
@@ -170,14 +174,64 @@ def claim_run(pk: Any) -> Run:
     is sent: a later delivery that sees ``attempts > 1`` looks for the remote run first.
 
     Single statements, no transaction of their own: the update waits for a delivery of this run
-    still going on (it holds the row), then finds the run finished and changes nothing."""
-    count_attempt(Run.objects.filter(pk=pk).exclude(status__in=Run.FINISHED))
-    run = Run.objects.select_related("thread").get(pk=pk)
-    if run.finished:
-        return run
-    Thread.objects.filter(pk=run.thread_id).update(status=Thread.Status.BUSY)
+    still going on (it holds the row), then finds the run finished and changes nothing. Each
+    update returns the row it wrote (``RETURNING``), so neither is read again."""
+    run = _counted_attempt(pk)
+    if run is None:  # finished (or no such run: DoesNotExist, as before)
+        return Run.objects.select_related("thread").get(pk=pk)
+    run.thread = _returning(Thread, {"status": Thread.Status.BUSY}, run.thread_id)
     if run.attempts == 1:
         record_event(run.thread, "run_started", run=run)
+    return run
+
+
+def _returning(
+    model: type[Any], values: dict[str, Any], pk: Any, where: tuple[str, list[Any]] = ("", [])
+) -> Any:
+    """``UPDATE`` one row of ``model`` by ``pk`` (and the ``where`` condition, SQL and params)
+    with ``values`` (plain values, or ``(sql, params)`` expressions) and return it as an
+    instance, or None when no row matched: one statement, no read after it."""
+    db = router.db_for_write(model)
+    connection = connections[db]
+    qn = connection.ops.quote_name
+    sets: list[str] = []
+    params: list[Any] = []
+    for name, value in values.items():
+        field = model._meta.get_field(name)
+        if isinstance(value, tuple):
+            sets.append(f"{qn(str(field.column))} = {value[0]}")
+            params.extend(value[1])
+        else:
+            sets.append(f"{qn(str(field.column))} = %s")
+            params.append(field.get_db_prep_save(value, connection))
+    pk_field = model._meta.pk
+    assert pk_field is not None
+    params.append(pk_field.get_db_prep_value(pk_field.to_python(pk), connection))
+    params.extend(where[1])
+    sql = (
+        f"UPDATE {qn(model._meta.db_table)} SET {', '.join(sets)} "  # noqa: S608
+        f"WHERE {qn(str(pk_field.column))} = %s{where[0]} RETURNING *"
+    )
+    rows = list(model.objects.using(db).raw(sql, params))
+    return rows[0] if rows else None
+
+
+def _counted_attempt(pk: Any) -> Run | None:
+    """:func:`count_attempt` on one run, returning it (None: it had finished)."""
+    connection = connections[router.db_for_write(Run)]
+    qn = connection.ops.quote_name
+    now = Run._meta.get_field("started_at").get_db_prep_save(timezone.now(), connection)
+    finished = ", ".join(["%s"] * len(Run.FINISHED))
+    run: Run | None = _returning(
+        Run,
+        {
+            "attempts": (f"{qn('attempts')} + 1", []),
+            "status": Run.Status.RUNNING,
+            "started_at": (f"COALESCE({qn('started_at')}, %s)", [now]),
+        },
+        pk,
+        where=(f" AND {qn('status')} NOT IN ({finished})", [str(s) for s in Run.FINISHED]),
+    )
     return run
 
 

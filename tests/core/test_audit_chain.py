@@ -281,6 +281,41 @@ def test_sixteen_concurrent_writers_never_fork_a_chain() -> None:
     assert result.events == 160
 
 
+@pytest.mark.postgresql("row locks: concurrent writers on one chain, one statement each")
+@pytest.mark.django_db(transaction=True)
+def test_sixteen_concurrent_one_statement_appends_never_fork_a_chain() -> None:
+    """Batches on one chain are linked by the database in one statement (PostgreSQL): sixteen
+    writers at once on a chain that has no head yet (so they race to start it), then on it."""
+    shared = ThreadFactory()
+    barrier = threading.Barrier(16)
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        try:
+            barrier.wait()
+            for j in range(5):
+                with events_batched():
+                    record_event(shared, "concurrent", writer=i, n=j)
+                    record_event(shared, "concurrent", writer=i, n=j, second=True)
+            record_event(shared, "alone", writer=i)  # outside a transaction: one statement
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=write, args=(i,)) for i in range(16)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    seqs = sorted(Event.objects.filter(thread=shared).values_list("seq", flat=True))
+    assert seqs == list(range(1, 177))
+    result = chain.verify()
+    assert result.ok, result.broken
+    assert (result.events, result.chains) == (176, 1)
+
+
 @pytest.mark.postgresql("row locks: concurrent decisions")
 @pytest.mark.django_db(transaction=True)
 def test_sixteen_threads_deciding_at_once_leave_a_whole_trail(

@@ -1,0 +1,117 @@
+"""The SQL statements a review flow costs, per service call (issue 21's budget).
+
+The flow of bench/flow_cost.py part 1, against the FakeAssistant: a new thread's run pauses on a
+held ``reschedule_appointment`` call, a review rule (the call needs a member of Staff) handles
+it, a staff reviewer opens it in the admin (which claims it) and approves it through the admin's
+form path, and the resume is applied. Every statement counts (BEGIN, COMMIT, SAVEPOINTs): the
+services run in real transactions here, as in a worker and a request. A change that adds a
+statement to a call fails here; one that removes statements lowers the budget with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from nitro_assistants import services
+from nitro_assistants.models import Claim, Decision, Event, Policy, Review, Run
+from nitro_assistants.services import claims
+from nitro_assistants.services.policies import ruleset
+from nitro_assistants.services.reviews import DECIDE_PERMISSION
+from nitro_assistants.testing import FakeAssistant, run_result
+from tests.core.conftest import tool_review
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.postgresql("the budget is PostgreSQL's: the chain's heads move inside its insert"),
+]
+
+#: Statements per call. What each one is, in order, is in the docstring of the test.
+BUDGET = {
+    "start_run": 5,
+    "execute_run": 13,
+    "claim_review": 5,
+    "decide": 7,
+    "execute_resume": 10,
+}
+
+
+def counted(name: str, call: Callable[[], Any], spent: dict[str, list[str]]) -> Any:
+    with CaptureQueriesContext(connection) as queries:
+        result = call()
+    spent[name] = [q["sql"] for q in queries.captured_queries]
+    return result
+
+
+def test_a_governed_flow_stays_within_its_statement_budget(
+    fake_assistant: FakeAssistant, enqueued: list[Any]
+) -> None:
+    """start_run: BEGIN, thread, run, the events (the new chain's head inserted with them),
+    COMMIT. execute_run: the attempt counted and the thread busy (each update returns its row)
+    and ``run_started`` (one statement: the head locked, the event linked and inserted, the head
+    moved), committed before the server is called; then BEGIN, the run locked, the thread and
+    run mirrored, the open reviews read, the review inserted, the rules' stamp read, the
+    handling inserted, the events, COMMIT. claim_review: BEGIN, the renewal update (nothing to
+    renew), the claim inserted, its event, COMMIT. decide: BEGIN, the review locked (with its
+    thread, decision, handling and the reviewer's group membership), the resume run, the
+    decision, the review's status, the events, COMMIT. execute_resume: the attempt counted;
+    BEGIN, the decision locked (with its run, review and thread), decision, review, thread and
+    run updated, the open reviews read, the events, COMMIT."""
+    staff = Group.objects.create(name="Staff")
+    staff.permissions.add(Permission.objects.get(codename="decide_review"))
+    reviewer = get_user_model().objects.create_user("reviewer", is_staff=True)
+    reviewer.groups.add(staff)
+    Policy.objects.create(
+        name="Rescheduling is for staff", tool="reschedule_appointment", group=staff
+    )
+    ruleset()  # compiled once per change of the rules, as a running worker has them
+    fake_assistant.results = [run_result(tool_review()), run_result(reply="Moved to Tuesday")]
+    spent: dict[str, list[str]] = {}
+
+    run = counted(
+        "start_run", lambda: services.start_run("walkthrough", "Move me to Tuesday"), spent
+    )
+    counted("execute_run", lambda: services.execute_run(run.pk), spent)
+    # The review screen (GET): the review as the admin reads it, claimed for the request's user.
+    review = Review.objects.select_related("thread", "decision").get(run=run)
+    assert review.handling.policy_id is not None  # the rule matched
+    opener = get_user_model().objects.get(pk=reviewer.pk)
+    counted("claim_review", lambda: claims.claim_review(review, opener), spent)
+    # The decide POST: the request's user, whose permissions the view checked before deciding.
+    user = get_user_model().objects.get(pk=reviewer.pk)
+    assert user.has_perm(DECIDE_PERMISSION)
+    decision = {
+        "tool_calls": [{"id": call["id"], "action": "approve"} for call in review.tool_calls],
+        "note": "",
+        "revision": review.revision,
+        "digest": review.digest,
+        "interrupt_id": review.interrupt_id,
+    }
+    record = counted(
+        "decide", lambda: services.decide(review.pk, user, decision, via="admin"), spent
+    )
+    counted("execute_resume", lambda: services.execute_resume(record.pk), spent)
+
+    # The flow happened as the admin takes it: claimed by the reviewer, decided by them, applied.
+    assert Claim.objects.get(review=review).user_id == reviewer.pk
+    record = Decision.objects.get(pk=record.pk)
+    assert (record.decided_by_id, record.outcome) == (reviewer.pk, Decision.Outcome.APPLIED)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.INTERRUPTED
+    assert {"policy_matched", "review_claimed", "review_decided", "decision_recorded"} <= set(
+        Event.objects.values_list("verb", flat=True)
+    )
+    over = {
+        name: "\n".join(f"  {sql[:160]}" for sql in statements)
+        for name, statements in spent.items()
+        if len(statements) > BUDGET[name]
+    }
+    assert not over, "over budget:\n" + "\n".join(
+        f"{name} ({len(spent[name])} > {BUDGET[name]}):\n{text}" for name, text in over.items()
+    )
+    assert {name: len(statements) for name, statements in spent.items()} == BUDGET
