@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import threading
 from typing import Any
 
@@ -16,6 +17,7 @@ from nitro_assistants.models import AuditChain, Event, Review
 from nitro_assistants.services import api_keys, chain, decide
 from nitro_assistants.services.audit import events_batched, record_event
 from tests.factories import ReviewFactory, ThreadFactory
+from tests.reliability.test_concurrent_decisions import race
 
 pytestmark = pytest.mark.django_db
 
@@ -253,27 +255,15 @@ def test_prune_keeps_the_chain_verifiable_and_spares_open_reviews(
 @pytest.mark.django_db(transaction=True)
 def test_sixteen_concurrent_writers_never_fork_a_chain() -> None:
     shared = ThreadFactory()
-    barrier = threading.Barrier(16)
-    errors: list[BaseException] = []
 
     def write(i: int) -> None:
-        try:
-            barrier.wait()
-            for j in range(5):
-                with events_batched():
-                    record_event(shared, "concurrent", writer=i, n=j)
-                    record_event(None, "concurrent", writer=i, n=j)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+        for j in range(5):
+            with events_batched():
+                record_event(shared, "concurrent", writer=i, n=j)
+                record_event(None, "concurrent", writer=i, n=j)
 
-    workers = [threading.Thread(target=write, args=(i,)) for i in range(16)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert errors == []
+    results = race(*(functools.partial(write, i) for i in range(16)))
+    assert [r for r in results if isinstance(r, Exception)] == []
     seqs = sorted(Event.objects.filter(thread=shared).values_list("seq", flat=True))
     assert seqs == list(range(1, 81))
     result = chain.verify()
@@ -287,28 +277,16 @@ def test_sixteen_concurrent_one_statement_appends_never_fork_a_chain() -> None:
     """Batches on one chain are linked by the database in one statement (PostgreSQL): sixteen
     writers at once on a chain that has no head yet (so they race to start it), then on it."""
     shared = ThreadFactory()
-    barrier = threading.Barrier(16)
-    errors: list[BaseException] = []
 
     def write(i: int) -> None:
-        try:
-            barrier.wait()
-            for j in range(5):
-                with events_batched():
-                    record_event(shared, "concurrent", writer=i, n=j)
-                    record_event(shared, "concurrent", writer=i, n=j, second=True)
-            record_event(shared, "alone", writer=i)  # outside a transaction: one statement
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+        for j in range(5):
+            with events_batched():
+                record_event(shared, "concurrent", writer=i, n=j)
+                record_event(shared, "concurrent", writer=i, n=j, second=True)
+        record_event(shared, "alone", writer=i)  # outside a transaction: one statement
 
-    workers = [threading.Thread(target=write, args=(i,)) for i in range(16)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert errors == []
+    results = race(*(functools.partial(write, i) for i in range(16)))
+    assert [r for r in results if isinstance(r, Exception)] == []
     seqs = sorted(Event.objects.filter(thread=shared).values_list("seq", flat=True))
     assert seqs == list(range(1, 177))
     result = chain.verify()
