@@ -31,7 +31,7 @@ from django.utils import timezone
 from nitro_assistants import chain, rules, signals
 from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.models import AuditChain, Event, Review, Thread
-from nitro_assistants.services import changes
+from nitro_assistants.services import changes, writes
 
 #: Rows read per round trip by the walk and the export (a server-side cursor on PostgreSQL).
 CHUNK = 5000
@@ -85,21 +85,32 @@ def _prepare(event: Event, key: str, prev_hash: str, seq: int) -> str:
     return event.hash
 
 
-def append(events: list[Event]) -> list[Event]:
+def append(events: list[Event], held: list[writes.Write] | None = None) -> list[Event]:
     """Chain ``events`` (in order) and insert them in one statement, in the caller's
     transaction (one is opened when there is none: the head stays locked until the events are
-    in). Heads are locked in key order, so two batches over the same chains cannot deadlock."""
+    in). Heads are locked in key order, so two batches over the same chains cannot deadlock.
+
+    ``held``: row writes queued by the caller's batch (:mod:`.writes`), sent in the same
+    statement on PostgreSQL (before the head is locked), else first."""
     if not events:
         return events
+    held = list(held or [])
     db = router.db_for_write(Event)
     groups: dict[str, list[Event]] = {}
     for event in events:
         groups.setdefault(chain_of(event), []).append(event)
-    if len(groups) == 1 and connections[db].vendor == "postgresql":
+    postgresql = connections[db].vendor == "postgresql"
+    if len(groups) == 1 and postgresql:
         ((key, group),) = groups.items()
-        if not _is_new(group) and _append_linked(db, key, group):
-            changes.changed(using=db)  # every event may change what the live pages show
-            return events
+        if not _is_new(group):
+            linked = _append_linked(db, key, group, held)
+            held = []  # sent by that statement either way
+            if linked:
+                changes.changed(using=db)  # every event may change what the live pages show
+                return events
+    if not (postgresql and len(groups) == 1):
+        writes.send(db, held)  # before the heads' locks, as each write was
+        held = []
     with transaction.atomic(using=db, savepoint=False):
         heads: dict[str, tuple[int, str]] = {}
         created: set[str] = set()
@@ -113,7 +124,7 @@ def append(events: list[Event]) -> list[Event]:
                 seq += 1
                 prev = _prepare(event, key, prev, seq)
             heads[key] = (seq, prev)
-        _insert(db, events, heads, created)
+        _insert(db, events, heads, created, held)
         changes.changed(using=db)  # every event may change what the live pages show
     for key in created:  # from now on the head exists: later appends read it
         thread = groups[key][0].thread
@@ -122,23 +133,65 @@ def append(events: list[Event]) -> list[Event]:
     return events
 
 
-def _append_linked(db: str, key: str, events: list[Event]) -> bool:
+@dataclass
+class Gate:
+    """A write the events of :func:`append_gated` depend on, in their statement: ``ctes`` (SQL
+    and ``params``, first in the statement), the ``condition`` that says it wrote (the events
+    are appended only then) and an expression ``returning`` what the caller needs of it, set
+    in ``returned`` once the statement ran."""
+
+    ctes: list[str]
+    params: list[Any]
+    condition: str
+    returning: str
+    returned: Any = None
+
+
+def append_gated(events: list[Event], gate: Gate) -> bool:
+    """PostgreSQL, one existing chain: ``gate``'s write and, when it wrote (``gate.condition``),
+    ``events`` appended, in one statement (atomic without a transaction). False when nothing
+    was appended: the gate did not write (or wrote, for a chain without a head: the caller's
+    gate should write only when the head exists)."""
+    db = router.db_for_write(Event)
+    key = chain_of(events[0])
+    assert all(chain_of(e) == key for e in events) and not _is_new(events)
+    if not _append_linked(db, key, events, [], gate):
+        return False
+    changes.changed(using=db)
+    return True
+
+
+def _append_linked(
+    db: str, key: str, events: list[Event], held: list[writes.Write], gate: Gate | None = None
+) -> bool:
     """PostgreSQL, one chain: lock its head (or start it), chain the events to it, insert them
     and move the head, all in one statement (each link's hash is ``link_hash``, computed by the
     database from the head it locked: ``sha256(prev || "\\n" || content)``). Being one statement,
     it needs no transaction of its own. False, with nothing written, when the head appeared
-    meanwhile (another writer started the chain first): the caller's upsert waits for it."""
+    meanwhile (another writer started the chain first): the caller's upsert waits for it.
+
+    The ``held`` row writes are CTEs of the same statement, sent either way; the head's read
+    waits for them (its condition counts their rows), so they take their rows' locks before
+    the head's, as when each was a statement of its own."""
     connection = connections[db]
     qn = connection.ops.quote_name
     head = qn(AuditChain._meta.db_table)
     linked = ("seq", "prev_hash", "hash")
     now = timezone.now()
-    params: list[Any] = [key]
+    ctes, params = writes.ctes(db, held)
+    after = when = ""
+    if held:
+        after = f" AND {writes.written(len(held))} >= 0"
+    if gate is not None:
+        ctes, params = gate.ctes + ctes, gate.params + params
+        when = f" AND {gate.condition}"
+    params.append(key)
     # Names are the models' own, quoted; every value is a parameter.
-    ctes = [
-        f"head_row AS MATERIALIZED (SELECT seq, hash FROM {head} WHERE chain = %s FOR UPDATE)",  # noqa: S608
-        "link_0 AS MATERIALIZED (SELECT seq, hash FROM head_row UNION ALL "
-        "SELECT 0, '' WHERE NOT EXISTS (SELECT 1 FROM head_row))",
+    ctes += [
+        f"head_row AS MATERIALIZED (SELECT seq, hash FROM {head} "  # noqa: S608
+        f"WHERE chain = %s{after}{when} FOR UPDATE)",
+        "link_0 AS MATERIALIZED (SELECT seq, hash FROM head_row UNION ALL "  # noqa: S608
+        f"SELECT 0, '' WHERE NOT EXISTS (SELECT 1 FROM head_row){when})",
     ]
     for i, event in enumerate(events, 1):
         ctes.append(
@@ -175,12 +228,16 @@ def _append_linked(db: str, key: str, events: list[Event]) -> bool:
         f"INSERT INTO {qn(Event._meta.db_table)} ({', '.join(qn(str(f.column)) for f in fields)}) "
         + " UNION ALL ".join(selects)
         + f" RETURNING {qn(str(Event._meta.pk.column))}, seq, prev_hash, hash"
+        + (f", {gate.returning}" if gate is not None else "")
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = {int(seq): (pk, prev, hash_) for pk, seq, prev, hash_ in cursor.fetchall()}
+        fetched = cursor.fetchall()
+    rows = {int(row[1]): (row[0], row[2], row[3]) for row in fetched}
     if not rows:
         return False
+    if gate is not None:
+        gate.returned = fetched[0][4]
     seq = min(rows)
     prev = rows[seq][1]
     for event in events:
@@ -192,6 +249,83 @@ def _append_linked(db: str, key: str, events: list[Event]) -> bool:
         event._state.db = db
         prev, seq = stored_hash, seq + 1
     return True
+
+
+def insert_thread(thread: Thread, rows: list[Any], events: list[Event]) -> None:
+    """PostgreSQL: insert a new ``thread``, ``rows`` of it (instances whose only unknown is the
+    thread's id: its first run) and its first ``events``, which start its chain, in one
+    statement (atomic without a transaction). Each row's and event's ``thread_id`` is the id
+    the thread's INSERT returns."""
+    db = router.db_for_write(Thread)
+    connection = connections[db]
+    qn = connection.ops.quote_name
+    key = str(thread.thread_id)
+
+    def prepared(instance: Any, fields: list[Any]) -> tuple[list[str], list[Any]]:
+        columns, params = [], []
+        for f in fields:
+            if f.attname == "thread_id":
+                columns.append("thread_row.id")
+            else:
+                columns.append(f"CAST(%s AS {f.db_type(connection)})")
+                params.append(f.get_db_prep_save(f.pre_save(instance, True), connection))
+        return columns, params
+
+    def names(fields: list[Any]) -> str:
+        return ", ".join(qn(str(f.column)) for f in fields)
+
+    thread_fields = [f for f in Thread._meta.concrete_fields if not f.primary_key]
+    params: list[Any] = [
+        f.get_db_prep_save(f.pre_save(thread, True), connection) for f in thread_fields
+    ]
+    ctes = [
+        f"thread_row AS (INSERT INTO {qn(Thread._meta.db_table)} ({names(thread_fields)}) "  # noqa: S608
+        f"VALUES ({', '.join(['%s'] * len(thread_fields))}) RETURNING id)"
+    ]
+    for i, row in enumerate(rows):
+        fields = list(type(row)._meta.concrete_fields)
+        columns, row_params = prepared(row, fields)
+        ctes.append(
+            f"row_{i} AS (INSERT INTO {qn(type(row)._meta.db_table)} ({names(fields)}) "  # noqa: S608
+            f"SELECT {', '.join(columns)} FROM thread_row RETURNING 1)"
+        )
+        params += row_params
+    seq, prev = 0, ""
+    for event in events:
+        seq += 1
+        prev = _prepare(event, key, prev, seq)
+    ctes.append(
+        f"head AS (INSERT INTO {qn(AuditChain._meta.db_table)} (chain, seq, hash, updated_at) "  # noqa: S608
+        "VALUES (%s, %s, %s, %s))"
+    )
+    params += [key, seq, prev, timezone.now()]
+    fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
+    selects = []
+    for event in events:
+        columns, event_params = prepared(event, fields)
+        selects.append(f"SELECT {', '.join(columns)} FROM thread_row")  # noqa: S608
+        params += event_params
+    sql = (
+        f"WITH {', '.join(ctes)} INSERT INTO {qn(Event._meta.db_table)} ({names(fields)}) "
+        + " UNION ALL ".join(selects)
+        + f" RETURNING {qn(str(Event._meta.pk.column))}, thread_id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        returned = cursor.fetchall()
+    thread.pk = returned[0][1]
+    thread._state.adding = False
+    thread._state.db = db
+    for row in rows:
+        row.thread = thread
+        row._state.adding = False
+        row._state.db = db
+    for event, (pk, _) in zip(events, returned, strict=True):
+        event.pk = pk
+        event.thread = thread
+        event._state.adding = False
+        event._state.db = db
+    changes.changed(using=db)
 
 
 class ChainWriteError(NitroAssistantsError):
@@ -214,7 +348,11 @@ def _lock_head(db: str, key: str) -> tuple[int, str]:
 
 
 def _insert(
-    db: str, events: list[Event], heads: dict[str, tuple[int, str]], created: set[str]
+    db: str,
+    events: list[Event],
+    heads: dict[str, tuple[int, str]],
+    created: set[str],
+    held: list[writes.Write] | None = None,
 ) -> None:
     connection = connections[db]
     qn = connection.ops.quote_name
@@ -238,10 +376,13 @@ def _insert(
     )
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # The heads move in the statement that inserts the events: no query of their own.
-            ctes = ", ".join(f"head_{i} AS ({sql})" for i, sql in enumerate(head_sqls))
+            # The heads move in the statement that inserts the events: no query of their own;
+            # so do the rows the caller's batch wrote (a new thread's chain locks nothing yet).
+            written, written_params = writes.ctes(db, held or [])
+            ctes = ", ".join(written + [f"head_{i} AS ({sql})" for i, sql in enumerate(head_sqls)])
             cursor.execute(
-                f"WITH {ctes} {insert}", [p for params in head_params for p in params] + values
+                f"WITH {ctes} {insert}",
+                written_params + [p for params in head_params for p in params] + values,
             )
             pks = [r[0] for r in cursor.fetchall()]
         else:  # SQLite has no UPDATE in a WITH; it serializes writers anyway
