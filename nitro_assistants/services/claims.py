@@ -23,9 +23,9 @@ from django.utils.module_loading import import_string
 
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import ConfigurationError, UsageError
-from nitro_assistants.models import Assignment, Claim, Review
-from nitro_assistants.services import changes
-from nitro_assistants.services.audit import record_event
+from nitro_assistants.models import Assignment, AuditChain, Claim, Review
+from nitro_assistants.services import chain, changes
+from nitro_assistants.services.audit import build_event, record_event
 from nitro_assistants.services.interactions import username
 from nitro_assistants.services.reviews import decidable_by
 
@@ -52,6 +52,20 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
         return Claim.objects.filter(review_id=review.pk).first() or Claim(
             review=review, user=user, claimed_at=now, expires_at=now
         )
+    claim = Claim(review=review, user=user, claimed_at=now, expires_at=until)
+    if connections[router.db_for_write(Claim)].vendor == "postgresql":
+        # The first claim and its event: one statement, no transaction. A claim already there
+        # (a renewal, a take-over) is left to the statements below.
+        first = _claimed_with_event(claim)
+        if first is not None:
+            return first
+        # Renewing one's own live claim: one statement too.
+        renewed = list(
+            Claim.objects.raw(*_renewal_sql(claim, connections[router.db_for_write(Claim)]))
+        )
+        if renewed:
+            changes.changed()  # a renewal writes no event (the live pages show the lease)
+            return renewed[0]
     with transaction.atomic():
         # A write first: renewing one's own live claim is this one statement, and the
         # transaction holds its write lock from the start (SQLite would otherwise refuse one
@@ -93,6 +107,57 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
         else:
             record_event(review.thread, "review_claimed", review=review, actor=user)
         return held
+
+
+def _renewal_sql(claim: Claim, connection: Any) -> tuple[str, list[Any]]:
+    """``UPDATE`` the live claim ``claim.user`` holds on its review to ``claim``'s lease,
+    ``RETURNING`` it (no row: none)."""
+    qn = connection.ops.quote_name
+    at = Claim._meta.get_field("expires_at")
+    prep = [at.get_db_prep_save(v, connection) for v in (claim.expires_at, claim.claimed_at)]
+    sql = (
+        f"UPDATE {qn(Claim._meta.db_table)} SET {qn('expires_at')} = %s, "  # noqa: S608
+        f"{qn('changed_at')} = %s WHERE {qn(str(Claim._meta.get_field('review').column))} = %s "
+        f"AND {qn(str(Claim._meta.get_field('user').column))} = %s AND {qn('expires_at')} > %s "
+        "RETURNING *"
+    )
+    return sql, [prep[0], prep[1], claim.review_id, claim.user_id, prep[1]]
+
+
+def _claimed_with_event(claim: Claim) -> Claim | None:
+    """PostgreSQL: insert ``claim`` unless its review has one, and append its
+    ``review_claimed`` event when it was inserted, in one statement (the insert is the
+    statement's gate, :class:`chain.Gate`); the claim saved, or None with nothing written. Only
+    when the thread's chain has a head (every thread's has, from its first event on)."""
+    claim.changed_at = claim.claimed_at
+    review = claim.review
+    event = build_event(review.thread, "review_claimed", review=review, actor=claim.user)
+    connection = connections[router.db_for_write(Claim)]
+    qn = connection.ops.quote_name
+    fields = [f for f in Claim._meta.concrete_fields if not f.primary_key]
+    casts = ", ".join(f"CAST(%s AS {f.db_type(connection)})" for f in fields)
+    head = qn(AuditChain._meta.db_table)
+    gate = chain.Gate(
+        ctes=[
+            f"claim_row AS (INSERT INTO {qn(Claim._meta.db_table)} "  # noqa: S608
+            f"({', '.join(qn(str(f.column)) for f in fields)}) SELECT {casts} "
+            f"WHERE EXISTS (SELECT 1 FROM {head} WHERE chain = %s) "
+            f"ON CONFLICT ({qn(str(Claim._meta.get_field('review').column))}) DO NOTHING "
+            f"RETURNING {qn(str(Claim._meta.pk.column))})"
+        ],
+        params=[
+            *(f.get_db_prep_save(f.pre_save(claim, True), connection) for f in fields),
+            str(review.thread.thread_id),
+        ],
+        condition="EXISTS (SELECT 1 FROM claim_row)",
+        returning="(SELECT * FROM claim_row)",
+    )
+    if not chain.append_gated([event], gate):
+        return None
+    claim.pk = gate.returned
+    claim._state.adding = False
+    claim._state.db = connection.alias
+    return claim
 
 
 def _insert_claim(claim: Claim) -> Claim | None:

@@ -18,6 +18,7 @@ from django.utils import timezone
 from nitro_assistants import rules, signals
 from nitro_assistants.exceptions import ReviewStateError
 from nitro_assistants.models import Decision, Review, Run
+from nitro_assistants.services import writes
 from nitro_assistants.services.audit import record_event, send_on_commit
 from nitro_assistants.services.evidence import record_decision
 
@@ -72,7 +73,7 @@ def transition(
     if to not in rules.OPEN_STATUSES:
         review.closed_at = at or timezone.now()
         fields.append("closed_at")
-    review.save(update_fields=fields)
+    writes.save(review, fields)  # with the event's statement, or before the next one
     verb, signal = EFFECTS[to]
     if to == rules.FAILED and current == rules.EXECUTING:
         verb, signal = "plan_failed", signals.plan_finished

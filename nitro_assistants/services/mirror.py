@@ -11,6 +11,7 @@ from django.utils import timezone
 from nitro_assistants import rules, signals
 from nitro_assistants.models import Claim, Decision, Review, Run, Thread
 from nitro_assistants.operations import get_operation
+from nitro_assistants.services import writes
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.lifecycle import supersede, transition
@@ -25,12 +26,14 @@ def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str
         thread.values = {"messages": messages}
         thread.status = Thread.Status.INTERRUPTED if result.interrupted else Thread.Status.IDLE
         thread.synced_at = now
-        thread.save(update_fields=["values", "status", "synced_at", "updated_at"])
+        # Both UPDATEs go as one statement, before the next read (:mod:`.writes`): the thread's
+        # row is locked by it before the reviews are read, as by a save.
+        writes.save(thread, ["values", "status", "synced_at", "updated_at"])
         run.status = Run.Status.INTERRUPTED if result.interrupted else Run.Status.SUCCEEDED
         run.reply = result.reply or ""
         run.finished_at = now
         run.remote_run_id = run.remote_run_id or str(getattr(result, "run_id", None) or "")
-        run.save(update_fields=["status", "reply", "finished_at", "remote_run_id"])
+        writes.save(run, ["status", "reply", "finished_at", "remote_run_id"])
         record_event(thread, f"run_{run.status}", run=run, reply=run.reply)
         mirror_pending(thread, run, pending)
         record_deliveries(thread, messages, run=run)

@@ -36,6 +36,7 @@ from nitro_assistants import policies, rules
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import InteractionDecisionError, PolicyForbiddenError
 from nitro_assistants.models import Approval, Policy, Review, ReviewHandling
+from nitro_assistants.services import writes
 from nitro_assistants.services.audit import record_event
 from nitro_assistants.services.enqueue import enqueue
 
@@ -138,7 +139,8 @@ def give_handling(
         "escalated_at": None,
     }
     if new:
-        row = ReviewHandling.objects.create(review=review, **fields)
+        # Queued: it rides on the batch's audit statement (the review's row is new).
+        row = writes.insert(ReviewHandling(review=review, **fields))
     else:
         row, _ = ReviewHandling.objects.update_or_create(review=review, defaults=fields)
     review.handling = row

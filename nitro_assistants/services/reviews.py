@@ -30,7 +30,7 @@ from nitro_assistants.exceptions import (
     ThreadResumptionError,
 )
 from nitro_assistants.models import Approval, Decision, Review, Run, Thread
-from nitro_assistants.services import clients
+from nitro_assistants.services import clients, writes
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.enqueue import enqueue
@@ -358,7 +358,9 @@ def _not_pending(review: Review) -> ReviewNotPendingError:
 def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
     real_user = user if getattr(user, "pk", None) else None
     answers = cleaned.get("answers")
-    run = Run.objects.create(
+    # Its pk is made here: the decision is inserted first, and the run rides on the event's
+    # statement (:mod:`.writes`; the decision's foreign key is checked at commit).
+    run = Run(
         thread=review.thread,
         kind=Run.Kind.RESUME,
         input={"answers": answers}
@@ -378,6 +380,7 @@ def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
         decided_at=timezone.now(),
         run=run,
     )
+    writes.insert(run)
     transition(
         review,
         rules.DECIDED,
@@ -499,7 +502,7 @@ def _applied(record: Decision, review: Review, run: Run, result: Any, messages: 
     with events_batched():
         record.outcome = Decision.Outcome.APPLIED
         record.applied_at = timezone.now()
-        record.save(update_fields=["outcome", "applied_at"])
+        writes.save(record, ["outcome", "applied_at"])
         if review.kind not in rules.INTERACTION_KINDS:  # an interaction keeps its decided status
             transition(review, rules.APPLIED, run=run, at=record.applied_at)
         else:

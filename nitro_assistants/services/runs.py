@@ -17,9 +17,14 @@ from nitro_assistants.client import RunResult
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError, RunError
 from nitro_assistants.models import Run, Thread
-from nitro_assistants.services import clients
-from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
-from nitro_assistants.services.chain import new_chain
+from nitro_assistants.services import clients, writes
+from nitro_assistants.services.audit import (
+    build_event,
+    events_batched,
+    record_event,
+    send_on_commit,
+)
+from nitro_assistants.services.chain import insert_thread, new_chain
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.errors import clean_error, error_text
@@ -63,6 +68,8 @@ def start_run(
     if metadata is not None and not isinstance(metadata, dict):
         raise RunError("A thread's metadata is a dict.")
     changed: list[str] = []
+    if isinstance(thread, str) and connections[router.db_for_write(Thread)].vendor == "postgresql":
+        return _start_new_thread(thread, payload, context, user, metadata)
     with transaction.atomic(), events_batched():
         if isinstance(thread, str):
             clients.assistant_for(
@@ -95,14 +102,41 @@ def start_run(
             # For the worker to merge into the server's thread before the run (one the server
             # does not have yet is created by the run, with all of Thread.metadata).
             run_input["thread_metadata"] = metadata
-        run = Run.objects.create(
-            thread=thread,
-            kind=Run.Kind.RUN,
-            input=run_input,
-            requested_by=user if getattr(user, "pk", None) else None,
+        # Rides on the events' statement (:mod:`.writes`): its pk is made here.
+        run = writes.insert(
+            Run(
+                thread=thread,
+                kind=Run.Kind.RUN,
+                input=run_input,
+                requested_by=user if getattr(user, "pk", None) else None,
+            )
         )
         record_event(thread, "run_requested", run=run, actor=user, messages=payload)
         enqueue("nitro_assistants.run_thread", str(run.pk))
+    return run
+
+
+def _start_new_thread(
+    key: str,
+    payload: list[dict[str, Any]],
+    context: dict[str, Any] | None,
+    user: Any,
+    metadata: dict[str, Any] | None,
+) -> Run:
+    """:func:`start_run` for a new thread on PostgreSQL: the thread, its run and their two
+    events are one statement (:func:`nitro_assistants.services.chain.insert_thread`)."""
+    clients.assistant_for(key)  # unknown key: UnknownAssistantError before anything is stored
+    person = user if getattr(user, "pk", None) else None
+    thread = Thread(
+        assistant_key=key, opened_by=person, context=context or {}, metadata=metadata or {}
+    )
+    run = Run(thread=thread, kind=Run.Kind.RUN, input={"messages": payload}, requested_by=person)
+    events = [
+        build_event(thread, "thread_opened", actor=user, assistant_key=key),
+        build_event(thread, "run_requested", run=run, actor=user, messages=payload),
+    ]
+    insert_thread(thread, [run], events)
+    enqueue("nitro_assistants.run_thread", str(run.pk))
     return run
 
 
@@ -179,7 +213,6 @@ def claim_run(pk: Any) -> Run:
     run = _counted_attempt(pk)
     if run is None:  # finished (or no such run: DoesNotExist, as before)
         return Run.objects.select_related("thread").get(pk=pk)
-    run.thread = _returning(Thread, {"status": Thread.Status.BUSY}, run.thread_id)
     if run.attempts == 1:
         record_event(run.thread, "run_started", run=run)
     return run
@@ -192,7 +225,18 @@ def _returning(
     with ``values`` (plain values, or ``(sql, params)`` expressions) and return it as an
     instance, or None when no row matched: one statement, no read after it."""
     db = router.db_for_write(model)
-    connection = connections[db]
+    sql, params = _update_sql(model, values, pk, where, connections[db])
+    rows = list(model.objects.using(db).raw(f"{sql} RETURNING *", params))
+    return rows[0] if rows else None
+
+
+def _update_sql(
+    model: type[Any],
+    values: dict[str, Any],
+    pk: Any,
+    where: tuple[str, list[Any]],
+    connection: Any,
+) -> tuple[str, list[Any]]:
     qn = connection.ops.quote_name
     sets: list[str] = []
     params: list[Any] = []
@@ -210,29 +254,68 @@ def _returning(
     params.extend(where[1])
     sql = (
         f"UPDATE {qn(model._meta.db_table)} SET {', '.join(sets)} "  # noqa: S608
-        f"WHERE {qn(str(pk_field.column))} = %s{where[0]} RETURNING *"
+        f"WHERE {qn(str(pk_field.column))} = %s{where[0]}"
     )
-    rows = list(model.objects.using(db).raw(sql, params))
-    return rows[0] if rows else None
+    return sql, params
 
 
 def _counted_attempt(pk: Any) -> Run | None:
-    """:func:`count_attempt` on one run, returning it (None: it had finished)."""
+    """:func:`count_attempt` on one run and its thread marked busy, returning the run with its
+    thread (None: it had finished). One statement on PostgreSQL (the thread's UPDATE reads the
+    run's, so the run's row is locked first, as by the two statements elsewhere)."""
     connection = connections[router.db_for_write(Run)]
     qn = connection.ops.quote_name
     now = Run._meta.get_field("started_at").get_db_prep_save(timezone.now(), connection)
     finished = ", ".join(["%s"] * len(Run.FINISHED))
-    run: Run | None = _returning(
-        Run,
-        {
-            "attempts": (f"{qn('attempts')} + 1", []),
-            "status": Run.Status.RUNNING,
-            "started_at": (f"COALESCE({qn('started_at')}, %s)", [now]),
-        },
-        pk,
-        where=(f" AND {qn('status')} NOT IN ({finished})", [str(s) for s in Run.FINISHED]),
+    values = {
+        "attempts": (f"{qn('attempts')} + 1", []),
+        "status": Run.Status.RUNNING,
+        "started_at": (f"COALESCE({qn('started_at')}, %s)", [now]),
+    }
+    where = (f" AND {qn('status')} NOT IN ({finished})", [str(s) for s in Run.FINISHED])
+    if connection.vendor != "postgresql":
+        run: Run | None = _returning(Run, values, pk, where=where)
+        if run is not None:
+            run.thread = _returning(Thread, {"status": Thread.Status.BUSY}, run.thread_id)
+        return run
+    run_sql, run_params = _update_sql(Run, values, pk, where, connection)
+    threads = qn(Thread._meta.db_table)
+    run_columns = [str(f.column) for f in Run._meta.concrete_fields]
+    thread_columns = [str(f.column) for f in Thread._meta.concrete_fields]
+    status = Thread._meta.get_field("status").get_db_prep_save(Thread.Status.BUSY, connection)
+    sql = (
+        f"WITH run_row AS ({run_sql} RETURNING *), "  # noqa: S608
+        f"thread_row AS (UPDATE {threads} SET {qn('status')} = %s FROM run_row "
+        f"WHERE {threads}.{qn('id')} = run_row.{qn('thread_id')} RETURNING {threads}.*) "
+        f"SELECT {', '.join(f'run_row.{qn(c)}' for c in run_columns)}, "
+        f"{', '.join(f'thread_row.{qn(c)}' for c in thread_columns)} FROM run_row, thread_row"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*run_params, status])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    run = Run.from_db(
+        connection.alias,
+        [c.attname for c in Run._meta.concrete_fields],
+        _converted(Run, row[: len(run_columns)], connection),
+    )
+    run.thread = Thread.from_db(
+        connection.alias,
+        [c.attname for c in Thread._meta.concrete_fields],
+        _converted(Thread, row[len(run_columns) :], connection),
     )
     return run
+
+
+def _converted(model: type[Any], values: Any, connection: Any) -> list[Any]:
+    """A row's raw column values as the model's fields hold them (JSON decoded, and so on)."""
+    out = []
+    for f, value in zip(model._meta.concrete_fields, values, strict=True):
+        for converter in connection.ops.get_db_converters(f) + f.get_db_converters(connection):
+            value = converter(value, f, connection)
+        out.append(value)
+    return out
 
 
 def _run_and_wait(run: Run, assistant: Any) -> Run:

@@ -34,11 +34,11 @@ pytestmark = [
 
 #: Statements per call. What each one is, in order, is in the docstring of the test.
 BUDGET = {
-    "start_run": 5,
-    "execute_run": 13,
-    "claim_review": 5,
-    "decide": 7,
-    "execute_resume": 10,
+    "start_run": 1,
+    "execute_run": 10,
+    "claim_review": 1,
+    "decide": 5,
+    "execute_resume": 7,
 }
 
 
@@ -52,17 +52,17 @@ def counted(name: str, call: Callable[[], Any], spent: dict[str, list[str]]) -> 
 def test_a_governed_flow_stays_within_its_statement_budget(
     fake_assistant: FakeAssistant, enqueued: list[Any]
 ) -> None:
-    """start_run: BEGIN, thread, run, the events (the new chain's head inserted with them),
-    COMMIT. execute_run: the attempt counted and the thread busy (each update returns its row)
+    """start_run: one statement (the thread, its run, its two events and its chain's head).
+    execute_run: the attempt counted and the thread busy (one statement, returning both rows)
     and ``run_started`` (one statement: the head locked, the event linked and inserted, the head
     moved), committed before the server is called; then BEGIN, the run locked, the thread and
-    run mirrored, the open reviews read, the review inserted, the rules' stamp read, the
-    handling inserted, the events, COMMIT. claim_review: BEGIN, the renewal update (nothing to
-    renew), the claim inserted, its event, COMMIT. decide: BEGIN, the review locked (with its
-    thread, decision, handling and the reviewer's group membership), the resume run, the
-    decision, the review's status, the events, COMMIT. execute_resume: the attempt counted;
-    BEGIN, the decision locked (with its run, review and thread), decision, review, thread and
-    run updated, the open reviews read, the events, COMMIT."""
+    run mirrored (one statement), the open reviews read, the review inserted, the rules' stamp
+    read, the events with the handling's insert, COMMIT. claim_review: the claim inserted with
+    its event (one statement). decide: BEGIN, the review locked (with its thread, decision,
+    handling and the reviewer's group membership), the decision, the events with the resume
+    run's insert and the review's status, COMMIT. execute_resume: the attempt counted; BEGIN,
+    the decision locked (with its run, review and thread), decision, review, thread and run
+    updated (one statement), the open reviews read, the events, COMMIT."""
     staff = Group.objects.create(name="Staff")
     staff.permissions.add(Permission.objects.get(codename="decide_review"))
     reviewer = get_user_model().objects.create_user("reviewer", is_staff=True)
