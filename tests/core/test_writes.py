@@ -35,13 +35,12 @@ def started_chain(thread: Thread) -> Thread:
 def test_writes_ride_on_the_events_statement() -> None:
     thread = started_chain(ThreadFactory())
     run = RunFactory(thread=thread)
-    with CaptureQueriesContext(connection) as queries:
-        with transaction.atomic(), events_batched():
-            thread.status = Thread.Status.BUSY
-            writes.save(thread, ["status"])
-            run.reply = "Done"
-            writes.save(run, ["reply"])
-            record_event(thread, "run_succeeded", run=run)
+    with CaptureQueriesContext(connection) as queries, transaction.atomic(), events_batched():
+        thread.status = Thread.Status.BUSY
+        writes.save(thread, ["status"])
+        run.reply = "Done"
+        writes.save(run, ["reply"])
+        record_event(thread, "run_succeeded", run=run)
     sent = statements(queries)
     assert len(sent) == 3, sent  # BEGIN, one statement, COMMIT
     assert "UPDATE" in sent[1] and "INSERT INTO" in sent[1]
@@ -53,11 +52,10 @@ def test_writes_ride_on_the_events_statement() -> None:
 @postgresql
 def test_a_read_after_a_queued_write_sees_it() -> None:
     thread = ThreadFactory(status=Thread.Status.IDLE)
-    with CaptureQueriesContext(connection) as queries:
-        with transaction.atomic(), events_batched():
-            thread.status = Thread.Status.ERROR
-            writes.save(thread, ["status"])
-            seen = Thread.objects.get(pk=thread.pk).status
+    with CaptureQueriesContext(connection) as queries, transaction.atomic(), events_batched():
+        thread.status = Thread.Status.ERROR
+        writes.save(thread, ["status"])
+        seen = Thread.objects.get(pk=thread.pk).status
     assert seen == Thread.Status.ERROR
     sent = statements(queries)
     assert sent[1].startswith("WITH w0 AS (UPDATE") and sent[2].startswith("SELECT")
