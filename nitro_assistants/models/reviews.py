@@ -109,11 +109,19 @@ class Review(models.Model):
         return f"{self.get_kind_display()} review #{self.pk} ({self.status})"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        if not self.digest:  # every review carries the digest of what a reviewer is shown
-            self.digest = rules.review_digest(self.kind, self.payload or {})
-            if kwargs.get("update_fields") is not None:
-                kwargs["update_fields"] = {*kwargs["update_fields"], "digest"}
+        fields = self.prepare_save(kwargs.get("update_fields"))
+        if fields is not None:
+            kwargs["update_fields"] = fields
         super().save(*args, **kwargs)
+
+    def prepare_save(self, fields: Any) -> set[str] | None:
+        """What ``save`` does before writing (the service's queued writes call it too): every
+        review carries the digest of what a reviewer is shown. The fields to write (None: all)."""
+        if not self.digest:
+            self.digest = rules.review_digest(self.kind, self.payload or {})
+            if fields is not None:
+                return {*fields, "digest"}
+        return None if fields is None else set(fields)
 
     @property
     def interrupt_id(self) -> str | None:

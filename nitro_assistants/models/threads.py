@@ -69,14 +69,20 @@ class Thread(models.Model):
         return f"{self.assistant_key} {self.thread_id}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        # The subject is computed here, whenever what it is computed from is written, so lists
-        # read a column instead of calling THREAD_SUBJECT per row.
-        fields = kwargs.get("update_fields")
+        fields = self.prepare_save(kwargs.get("update_fields"))
+        if fields is not None:
+            kwargs["update_fields"] = fields
+        super().save(*args, **kwargs)
+
+    def prepare_save(self, fields: Any) -> set[str] | None:
+        """What ``save`` does before writing (the service's queued writes call it too): the
+        subject is computed whenever what it is computed from is written, so lists read a
+        column instead of calling THREAD_SUBJECT per row. The fields to write (None: all)."""
         if fields is None or {"context", "values", "metadata"} & set(fields):
             self.subject = subjects.describe(self)
             if fields is not None:
-                kwargs["update_fields"] = {*fields, "subject"}
-        super().save(*args, **kwargs)
+                return {*fields, "subject"}
+        return None if fields is None else set(fields)
 
     @property
     def short_id(self) -> str:

@@ -274,6 +274,7 @@ def insert_thread(thread: Thread, rows: list[Any], events: list[Event]) -> None:
     def names(fields: list[Any]) -> str:
         return ", ".join(qn(str(f.column)) for f in fields)
 
+    thread.prepare_save(None)  # what its save() does first: its subject
     thread_fields = [f for f in Thread._meta.concrete_fields if not f.primary_key]
     params: list[Any] = [
         f.get_db_prep_save(f.pre_save(thread, True), connection) for f in thread_fields

@@ -130,6 +130,9 @@ def save(instance: Model, fields: list[str]) -> None:
     if queue is None:
         instance.save(update_fields=fields)
         return
+    prepare = getattr(instance, "prepare_save", None)
+    if prepare is not None:  # what the model's save() does first (a thread's subject)
+        fields = sorted(prepare(fields))
     values = _column_values(instance, fields, adding=False)
     key = (model, instance.pk)
     known = queue.writes.get(key)
@@ -148,6 +151,9 @@ def insert(instance: M) -> M:
     if queue is None or instance.pk is None:
         instance.save(force_insert=True)
         return instance
+    prepare = getattr(instance, "prepare_save", None)
+    if prepare is not None:
+        prepare(None)
     names = [f.name for f in model._meta.concrete_fields]
     queue.writes[(model, instance.pk)] = Write(
         model=model,

@@ -7,6 +7,8 @@ describing them are one statement."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -125,7 +127,9 @@ def test_outside_a_transaction_a_write_is_sent_at_once() -> None:
 
 
 @postgresql
-def test_a_new_thread_its_run_and_events_are_one_statement(fake_assistant: FakeAssistant) -> None:
+def test_a_new_thread_its_run_and_events_are_one_statement(
+    fake_assistant: FakeAssistant, enqueued: list[Any]
+) -> None:
     with CaptureQueriesContext(connection) as queries:
         run = services.start_run("walkthrough", "Hello", metadata={"customer": "Ada"})
     assert len(statements(queries)) == 1
@@ -137,6 +141,8 @@ def test_a_new_thread_its_run_and_events_are_one_statement(fake_assistant: FakeA
         "run_requested",
     ]
     assert AuditChain.objects.get(chain=str(thread.thread_id)).seq == 2
+    assert chain.verify().ok
+    services.execute_run(run.pk)  # the worker's part: its events chain after the two
     assert chain.verify().ok
 
 
