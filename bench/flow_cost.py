@@ -6,8 +6,11 @@ Against a real ``langgraph dev`` (in-memory runtime) running the ``tools`` graph
 tests/graphs/agents.py, the same flow as bench/throughput.py: a held ``reschedule_appointment``
 call, approved, then the model's answer.
 
-1. **Our side, per call.** One process, no Celery, a scratch Postgres database, the flow the
-   admin takes with governance on: a review rule (:data:`POLICY`: the held call needs a member of
+1. **Our side, per call.** One process, no Celery, a scratch Postgres database, the shared
+   Redis cache a deployment names in ``LIVE_CACHE`` (tests.settings' ``live`` alias, on the
+   broker's Redis, with a key prefix of this process's own: the live pages' change token and the
+   policy rules' stamp live there, so a mirrored review reads no rule while the rules are
+   unchanged), the flow the admin takes with governance on: a review rule (:data:`POLICY`: the held call needs a member of
    Staff) matches the held call, a staff reviewer in Staff opens the review (which claims it,
    ``claims.claim_review``) and approves it through the admin's form path
    (``services.decide(pk, user, decision + shown stamp, via="admin")``); the audit chain is
@@ -234,6 +237,8 @@ def main() -> int:
             "DJANGO_SETTINGS_MODULE": "tests.settings",
             "NITRO_TEST_DB_NAME": db_name,
             "NITRO_TEST_QUEUE": f"nitro-bench-flow-cost-{os.getpid()}",
+            # Part 1 as a deployment runs it: LIVE_CACHE names a cache every process shares.
+            "NITRO_TEST_LIVE_CACHE": "live",
         }
     )
     workdir = Path(tempfile.mkdtemp(prefix="bench-flow-cost-"))
@@ -269,7 +274,10 @@ def main() -> int:
         connections.close_all()
         drop_database(db_name)
 
-    print(f"Our side, one call at a time ({args.flows} flows; no Celery, Postgres):\n")
+    print(
+        f"Our side, one call at a time ({args.flows} flows; no Celery, Postgres, "
+        "LIVE_CACHE in Redis):\n"
+    )
     print("| call | CPU ms per call | SQL statements per call |")
     print("|---|---:|---:|")
     for name, cpu, sql in ours:

@@ -1,16 +1,22 @@
 """The app's own receivers: they keep the audit trail readable in logs, hand new reviews to the
-host project's assignment rule and tell reviewers what waits for them
-(:mod:`nitro_assistants.services.notifications`, which never raises). Host apps connect theirs
-to :mod:`nitro_assistants.signals` the same way."""
+host project's assignment rule, tell reviewers what waits for them
+(:mod:`nitro_assistants.services.notifications`, which never raises) and tell every process
+that the policy rules changed (:func:`nitro_assistants.services.policies.rules_changed`: a
+rule saved or deleted, in the admin or anywhere else, or a group a rule names saved). Host apps
+connect theirs to :mod:`nitro_assistants.signals` the same way."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from django.contrib.auth.models import Group
+from django.db.models.signals import post_delete, post_save
+
 from nitro_assistants import signals
 from nitro_assistants.conf import app_settings
-from nitro_assistants.services import notifications
+from nitro_assistants.models import Policy
+from nitro_assistants.services import notifications, policies
 from nitro_assistants.services.claims import assign_by_rule
 
 logger = logging.getLogger("nitro_assistants")
@@ -58,7 +64,22 @@ def notify_delivery_failed(sender: Any, delivery: Any, thread: Any, **kwargs: An
     notifications.delivery_failed(thread)
 
 
+def policy_rules_written(sender: Any, using: str, **kwargs: Any) -> None:
+    """A rule saved or deleted, or a group saved (a rule compiles its group's name in): the
+    rules are compiled again everywhere once the transaction commits."""
+    policies.rules_changed(using)
+
+
 def connect() -> None:
+    post_save.connect(
+        policy_rules_written, sender=Policy, dispatch_uid="nitro_assistants.policy_saved"
+    )
+    post_delete.connect(
+        policy_rules_written, sender=Policy, dispatch_uid="nitro_assistants.policy_deleted"
+    )
+    post_save.connect(
+        policy_rules_written, sender=Group, dispatch_uid="nitro_assistants.policy_group_saved"
+    )
     signals.review_requested.connect(
         assign_requested_review, dispatch_uid="nitro_assistants.assign_requested_review"
     )

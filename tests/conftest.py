@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,49 @@ def the_test_celery_app() -> None:
 
     app.set_current()
     app.set_default()
+
+
+def _forget_workers_rules(**kwargs: object) -> None:
+    from django.core.cache import caches
+    from django.db import transaction
+
+    from nitro_assistants.services import policies
+
+    if policies._stamp_cache() is not None:
+        return  # a test with a shared cache of its own: the app's receivers do it
+    transaction.on_commit(
+        lambda: caches["live"].delete(policies.STAMP_KEY), using=str(kwargs["using"])
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def workers_see_rule_changes() -> None:
+    """The Celery workers the suite starts keep the policy rules' stamp in the ``live`` Redis
+    cache (``NITRO_TEST_LIVE_CACHE=live``) while this process mostly runs without one: its rule
+    (and group) writes delete the workers' stamp after commit all the same, as a deployment's
+    processes, which share one setting, do (a test with a shared cache of its own leaves it to
+    the app's receivers)."""
+    from django.contrib.auth.models import Group
+    from django.db.models.signals import post_delete, post_save
+
+    from nitro_assistants.models import Policy
+
+    post_save.connect(_forget_workers_rules, sender=Policy, dispatch_uid="tests.policy_saved")
+    post_delete.connect(_forget_workers_rules, sender=Policy, dispatch_uid="tests.policy_deleted")
+    post_save.connect(_forget_workers_rules, sender=Group, dispatch_uid="tests.group_saved")
+
+
+@pytest.fixture(autouse=True)
+def fresh_policy_rules() -> None:
+    """Each test's rules are compiled afresh, here and in the workers: a transactional test's
+    tables are flushed without signals, and a rolled-back test's rules were never committed."""
+    from django.core.cache import caches
+
+    from nitro_assistants.services import policies
+
+    policies.forget_rules()
+    with contextlib.suppress(Exception):  # no Redis: the tests that need it say so themselves
+        caches["live"].delete(policies.STAMP_KEY)
 
 
 @pytest.fixture(scope="session")

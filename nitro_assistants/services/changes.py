@@ -13,6 +13,9 @@ services (a user's permissions or groups, a claim running out) shows within that
 It needs a cache shared by the web processes and the Celery workers (Redis, memcached):
 :func:`token_cache` finds none in a per-process cache, and the endpoint then asks the database on
 every poll, as it does when the cache cannot be reached.
+
+The same cache holds the policy rules' stamp (:data:`.policies.STAMP_KEY`), which tells each
+process whether the rules it compiled are still current (:func:`.policies.ruleset`).
 """
 
 from __future__ import annotations
@@ -68,14 +71,15 @@ def token_cache() -> BaseCache | None:
     return caches[alias] if alias else None
 
 
-def current_token(cache: BaseCache) -> str:
-    """The token now, created if there is none (expired, or a cache that restarted). Raises what
-    the cache raises when it cannot be reached."""
-    token = cache.get(KEY)
+def current_token(cache: BaseCache, key: str = KEY) -> str:
+    """The token now (the live pages', or the one kept under ``key``), created if there is none
+    (expired, or a cache that restarted). Raises what the cache raises when it cannot be
+    reached."""
+    token = cache.get(key)
     if token is None:
         fresh = secrets.token_hex(16)
         # Two processes creating it at once: the first one's stands, and both answer with it.
-        token = fresh if cache.add(KEY, fresh, timeout=timeout()) else cache.get(KEY, fresh)
+        token = fresh if cache.add(key, fresh, timeout=timeout()) else cache.get(key, fresh)
     return str(token)
 
 

@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.core.cache import caches
+from django.db import DEFAULT_DB_ALIAS, connections, router, transaction
 from django.db.models import Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
@@ -36,12 +39,16 @@ from nitro_assistants import policies, rules
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import InteractionDecisionError, PolicyForbiddenError
 from nitro_assistants.models import Approval, Policy, Review, ReviewHandling
-from nitro_assistants.services import writes
+from nitro_assistants.services import changes, writes
 from nitro_assistants.services.audit import record_event
 from nitro_assistants.services.enqueue import enqueue
 
-_cache_lock = threading.Lock()
-_cache: dict[str, Any] = {"stamp": None, "rules": policies.RuleSet(())}
+logger = logging.getLogger("nitro_assistants")
+
+#: The key, in the shared cache (:func:`.changes.token_cache`), of the policy rules' stamp.
+STAMP_KEY = "nitro_assistants:policies-stamp"
+
+_compiled_lock = threading.Lock()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,18 +73,132 @@ class PolicyActor:
 # -- the rules ----------------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class _Compiled:
+    """The rules this process compiled, and what tells they are still current: the shared
+    stamp read before they were (``token``; None: ask the database) and the aggregate of the
+    rows they were compiled from (``stamp``)."""
+
+    token: str | None
+    stamp: tuple[Any, ...] | None
+    rules: policies.RuleSet
+
+
+_compiled = _Compiled(None, None, policies.RuleSet(()))
+
+
 def ruleset() -> policies.RuleSet:
     """The enabled rules, compiled; compiled again only when a rule was added, changed or
-    removed (one aggregate query tells)."""
-    enabled = Policy.objects.filter(enabled=True)
+    removed.
+
+    With a cache every process shares (:func:`.changes.token_cache`, the live pages' change
+    token's), the rules stamp there (:data:`STAMP_KEY`, a random value) tells, with no SQL: a
+    process keeps the stamp it read before it read the rules, and a write of a rule (or of a
+    group a rule names) deletes it after commit (:func:`rules_changed`), so every process
+    compiles the rules again, in one statement, before its next review. What is written without
+    a signal (a queryset ``.update()``, raw SQL, a data migration) shows when the stamp expires,
+    ``LIVE_CACHE_SECONDS`` after it was set, or at once after :func:`rules_changed`. A cache that
+    cannot be reached is logged and the database is asked.
+
+    Without a shared cache (none, or a per-process one named in ``LIVE_CACHE``: a write in one
+    process would not reach the others), or while the current transaction has written a rule it
+    has not committed, one aggregate query tells whether the compiled rules are current."""
+    alias = _stamp_cache()
+    if alias is None or _unsaved_writes():
+        return _probed()
+    try:
+        token = changes.current_token(caches[alias], STAMP_KEY)
+    except Exception:  # the cache's client raises its own errors (redis, pymemcache, ...)
+        logger.warning("Could not read the policy rules' stamp; asking the database", exc_info=True)
+        return _probed()
+    held = _compiled
+    if held.token == token:
+        return held.rules
+    # Changed, or the stamp expired: compiled again (no aggregate first: one statement either
+    # way, and this one also sees what the aggregate cannot, a group renamed or a field updated
+    # without ``updated_at``). Read after the stamp: a write committed after that read deletes
+    # it, and the next call reads again (each statement reads what was committed before it, as
+    # in Django's READ COMMITTED).
+    rows = list(_enabled().select_related("group", "escalate_to"))
+    return _keep(_Compiled(token, _stamp_of(rows), policies.RuleSet(r.compiled() for r in rows)))
+
+
+def _stamp_cache() -> str | None:
+    """The alias of the shared cache holding the stamp, or None."""
+    alias = changes.cache_alias()
+    if alias is None or changes.backend_of(alias) in changes.PER_PROCESS_BACKENDS:
+        return None
+    return alias
+
+
+def _enabled() -> QuerySet[Policy]:
+    return Policy.objects.filter(enabled=True)
+
+
+def _probed() -> policies.RuleSet:
+    """The rules, current by the database's word: one aggregate of the enabled rows, and the
+    rows compiled again when it differs from the one they were compiled from."""
+    enabled = _enabled()
     stamp = tuple(enabled.aggregate(n=Count("pk"), at=Max("updated_at"), v=Max("version")).values())
-    if _cache["stamp"] == stamp:
-        return _cache["rules"]  # type: ignore[no-any-return]
+    held = _compiled
+    if held.stamp == stamp:
+        return held.rules
     rows = list(enabled.select_related("group", "escalate_to"))
-    compiled = policies.RuleSet(row.compiled() for row in rows)
-    with _cache_lock:
-        _cache["stamp"], _cache["rules"] = stamp, compiled
-    return compiled
+    return _keep(_Compiled(None, stamp, policies.RuleSet(row.compiled() for row in rows)))
+
+
+def _stamp_of(rows: Sequence[Policy]) -> tuple[Any, ...]:
+    """What the aggregate of :func:`_probed` gives for ``rows``."""
+    if not rows:
+        return (0, None, None)
+    return (len(rows), max(row.updated_at for row in rows), max(row.version for row in rows))
+
+
+def _keep(compiled: _Compiled) -> policies.RuleSet:
+    global _compiled
+    with _compiled_lock:
+        _compiled = compiled
+    return compiled.rules
+
+
+def forget_rules() -> None:
+    """This process compiles the rules again before it uses them next."""
+    _keep(_Compiled(None, None, policies.RuleSet(())))
+
+
+def rules_changed(using: str = DEFAULT_DB_ALIAS) -> None:
+    """A rule (or a group a rule names) was written in the current transaction: once it commits
+    (at once outside one), every process compiles the rules again before its next review. The
+    receivers call it on every save and delete; code that writes rules without signals (a
+    queryset ``.update()``, raw SQL) calls it too. Nothing without a shared cache: there, the
+    rules are checked on every use."""
+    if _stamp_cache() is None:
+        return
+    transaction.on_commit(_forget_stamp, using=using)
+
+
+def _forget_stamp() -> None:
+    """Delete the shared stamp (and this process's rules). A cache that cannot be reached is
+    logged, not raised: the change is committed, and the other processes see it when the stamp
+    expires."""
+    forget_rules()
+    alias = _stamp_cache()
+    if alias is None:
+        return
+    try:
+        caches[alias].delete(STAMP_KEY)
+    except Exception:  # the cache's client raises its own errors (redis, pymemcache, ...)
+        logger.warning("Could not delete the policy rules' stamp", exc_info=True)
+
+
+def _unsaved_writes() -> bool:
+    """Whether the current transaction wrote a rule it has not committed: its rows are only its
+    own to see, so the rules it reads must not be kept under the shared stamp (Django forgets
+    the callbacks of a transaction or savepoint rolled back)."""
+    connection = connections[router.db_for_read(Policy)]
+    return connection.in_atomic_block and any(
+        entry[1] is _forget_stamp for entry in connection.run_on_commit
+    )
 
 
 def evaluate(
