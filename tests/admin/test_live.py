@@ -261,3 +261,29 @@ def test_the_live_cache_is_checked(
     finally:
         app.conf.task_always_eager = was
     assert found == ([expected] if expected else [])
+
+
+def test_a_transaction_replaces_the_token_once_however_many_changes_it_makes(
+    shared: None,
+) -> None:
+    """Each append (and a claim's renewal) asks for a new token after commit; one commit
+    replaces it once, with the redis client reused (Django's cache makes one per call)."""
+    from django.db import transaction
+
+    from nitro_assistants.services.audit import record_event
+
+    thread = ThreadFactory()
+    cache = changes.token_cache()
+    assert cache is not None
+    before = changes.current_token(cache)
+    with transaction.atomic():
+        record_event(thread, "thread_opened")
+        record_event(thread, "run_requested")
+        changes.changed()
+        hooks = [entry for entry in connection.run_on_commit if entry[1] is changes.bump]
+        assert len(hooks) == 1
+        assert changes.current_token(cache) == before  # not before the commit
+    after = changes.current_token(cache)
+    assert after != before
+    fast = changes._redis(cache, write=True)
+    assert fast is not None and fast[0] is changes._redis(cache, write=True)[0]  # type: ignore[index]
