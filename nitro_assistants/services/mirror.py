@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from django.db.models import Q
+from django.db import connections, router
 from django.utils import timezone
 
 from nitro_assistants import rules, signals
@@ -15,7 +15,13 @@ from nitro_assistants.services import writes
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.lifecycle import supersede, transition
-from nitro_assistants.services.policies import review_mirrored
+from nitro_assistants.services.policies import review_mirrored, ruleset
+
+#: Set on a Run by ``runs.claim_run`` (PostgreSQL): an id taken from the reviews' sequence for
+#: the review its outcome may pause on. With it, that review's INSERT rides on the mirror's
+#: events statement (:mod:`.writes`) instead of being a statement of its own; unused, it is a
+#: gap in the ids.
+REVIEW_ID = "_nitro_review_id"
 
 
 def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str, Any]]) -> Run:
@@ -104,14 +110,7 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
     # One query: the open reviews, newest first. A review already decided but not yet applied
     # still shows on the server: it is the same one. So is an interaction decided (answered,
     # accepted, ...) whose decision is not applied yet.
-    open_reviews = list(
-        thread.reviews.filter(
-            Q(status__in=[Review.Status.PENDING, Review.Status.DECIDED])
-            | Q(decision__outcome=Decision.Outcome.PENDING)
-        )
-        .distinct()
-        .order_by("-pk")
-    )
+    open_reviews = _open_reviews(thread)
     # At most one is pending (nitro_assistants_one_pending_review).
     current = next((r for r in open_reviews if r.status == Review.Status.PENDING), None)
     if pending is None:
@@ -130,7 +129,16 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
                 return failed
     if current is not None:
         supersede(current, reason="replaced")
-    review = Review.objects.create(thread=thread, run=run, **fields)
+    allocated = getattr(run, REVIEW_ID, None) if current is None else None
+    # The rules are read before the review is queued (their read would send the queue first).
+    rule_set = ruleset()
+    if allocated is not None:
+        # Queued with the events (nothing to supersede first: the one-pending constraint holds
+        # whatever order the statement's writes take).
+        setattr(run, REVIEW_ID, None)
+        review = writes.insert(Review(pk=allocated, thread=thread, run=run, **fields))
+    else:
+        review = Review.objects.create(thread=thread, run=run, **fields)
     if (
         current is not None
         and review.interaction_id
@@ -141,8 +149,33 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
     send_on_commit(signals.review_requested, Review, review=review, thread=thread, run=run)
     review = _stuck(review, run, fields)
     if review.status == Review.Status.PENDING:  # a stuck pause is never decided by a policy
-        review_mirrored(review)  # the policy rules: a handling, or a decision at once
+        review_mirrored(review, rule_set)  # the policy rules: a handling, or a decision at once
     return review
+
+
+def _open_reviews(thread: Thread) -> list[Review]:
+    """The thread's reviews pending or decided, or whose decision is not applied yet, newest
+    first: the query the ORM would send (a decision is one per review: no duplicates), written
+    out so that it is not compiled on every mirror."""
+    connection = connections[router.db_for_read(Review)]
+    qn = connection.ops.quote_name
+    reviews, decisions = qn(Review._meta.db_table), qn(Decision._meta.db_table)
+    sql = (
+        f"SELECT {reviews}.* FROM {reviews} LEFT OUTER JOIN {decisions} "  # noqa: S608
+        f"ON {decisions}.{qn('review_id')} = {reviews}.{qn('id')} "
+        f"WHERE {reviews}.{qn('thread_id')} = %s AND ({reviews}.{qn('status')} IN (%s, %s) "
+        f"OR {decisions}.{qn('outcome')} = %s) ORDER BY {reviews}.{qn('id')} DESC"
+    )
+    params = [
+        thread.pk,
+        str(Review.Status.PENDING),
+        str(Review.Status.DECIDED),
+        str(Decision.Outcome.PENDING),
+    ]
+    found = list(Review.objects.using(connection.alias).raw(sql, params))
+    for review in found:
+        review.thread = thread  # as a related manager's rows have it
+    return found
 
 
 def _carry_claim(old: Review, new: Review) -> None:

@@ -283,10 +283,12 @@ def give_handling(
     return row
 
 
-def review_mirrored(review: Review) -> ReviewHandling | None:
+def review_mirrored(
+    review: Review, rule_set: policies.RuleSet | None = None
+) -> ReviewHandling | None:
     """A review was just mirrored (created in the caller's transaction): the rules decide how
-    it is handled."""
-    return give_handling(review, evaluate(review), new=True)
+    it is handled (``rule_set``: the rules, read by the caller already)."""
+    return give_handling(review, evaluate(review, rule_set=rule_set), new=True)
 
 
 # -- who may approve, and the quorum -----------------------------------------------------------

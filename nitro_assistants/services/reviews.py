@@ -49,7 +49,7 @@ from nitro_assistants.services.runs import (
     ACTIVE_REMOTE_STATUSES,
     RUN_KEY,
     collect_turn,
-    count_attempt,
+    count_decided_attempt,
     fail_run,
     find_remote_run,
     webhook_url,
@@ -407,7 +407,7 @@ def execute_resume(decision: Decision | int) -> Decision:
     """
     pk = decision.pk if isinstance(decision, Decision) else decision
     # A later delivery that sees attempts > 1 looks for the remote resume first.
-    count_attempt(Run.objects.filter(decision__pk=pk, decision__outcome=Decision.Outcome.PENDING))
+    count_decided_attempt(pk)
 
     with transaction.atomic():
         record = (

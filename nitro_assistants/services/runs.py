@@ -16,7 +16,7 @@ from nitro_assistants import signals
 from nitro_assistants.client import RunResult
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError, RunError
-from nitro_assistants.models import Run, Thread
+from nitro_assistants.models import Decision, Review, Run, Thread
 from nitro_assistants.services import clients, writes
 from nitro_assistants.services.audit import (
     build_event,
@@ -29,7 +29,7 @@ from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.errors import clean_error, error_text
 from nitro_assistants.services.lifecycle import close_failed_decision, supersede_pending_review
-from nitro_assistants.services.mirror import record_result
+from nitro_assistants.services.mirror import REVIEW_ID, record_result
 
 #: Key of the remote run's metadata that carries the local Run's UUID (the idempotency key).
 RUN_KEY = "nitro_run_id"
@@ -203,6 +203,25 @@ def count_attempt(runs: QuerySet[Run]) -> int:
     )
 
 
+def count_decided_attempt(decision_pk: Any) -> int:
+    """:func:`count_attempt` on the resume run of a decision still pending: one statement,
+    written out (what the ORM would send, without compiling it each time)."""
+    connection = connections[router.db_for_write(Run)]
+    qn = connection.ops.quote_name
+    now = Run._meta.get_field("started_at").get_db_prep_save(timezone.now(), connection)
+    sql = (
+        f"UPDATE {qn(Run._meta.db_table)} SET {qn('attempts')} = {qn('attempts')} + 1, "  # noqa: S608
+        f"{qn('status')} = %s, {qn('started_at')} = COALESCE({qn('started_at')}, %s) "
+        f"WHERE {qn('id')} = (SELECT {qn('run_id')} FROM {qn(Decision._meta.db_table)} "
+        f"WHERE {qn('id')} = %s AND {qn('outcome')} = %s)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql, [str(Run.Status.RUNNING), now, int(decision_pk), str(Decision.Outcome.PENDING)]
+        )
+        return int(cursor.rowcount)
+
+
 def claim_run(pk: Any) -> Run:
     """Count an attempt at a run and mark it (and its thread) running, committed before anything
     is sent: a later delivery that sees ``attempts > 1`` looks for the remote run first.
@@ -283,18 +302,24 @@ def _counted_attempt(pk: Any) -> Run | None:
     run_columns = [str(f.column) for f in Run._meta.concrete_fields]
     thread_columns = [str(f.column) for f in Thread._meta.concrete_fields]
     status = Thread._meta.get_field("status").get_db_prep_save(Thread.Status.BUSY, connection)
+    reviews = qn(Review._meta.db_table)
     sql = (
         f"WITH run_row AS ({run_sql} RETURNING *), "  # noqa: S608
         f"thread_row AS (UPDATE {threads} SET {qn('status')} = %s FROM run_row "
         f"WHERE {threads}.{qn('id')} = run_row.{qn('thread_id')} RETURNING {threads}.*) "
         f"SELECT {', '.join(f'run_row.{qn(c)}' for c in run_columns)}, "
-        f"{', '.join(f'thread_row.{qn(c)}' for c in thread_columns)} FROM run_row, thread_row"
+        f"{', '.join(f'thread_row.{qn(c)}' for c in thread_columns)}, "
+        # The id the review the run may pause on will have (:data:`REVIEW_ID`): inserted with
+        # the mirror's events then, not in a statement of its own. Unused ids are a gap.
+        "nextval(pg_get_serial_sequence(%s, 'id')) FROM run_row, thread_row"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*run_params, status])
+        cursor.execute(sql, [*run_params, status, reviews])
         row = cursor.fetchone()
     if row is None:
         return None
+    review_id = row[-1]
+    row = row[:-1]
     run = Run.from_db(
         connection.alias,
         [c.attname for c in Run._meta.concrete_fields],
@@ -305,6 +330,7 @@ def _counted_attempt(pk: Any) -> Run | None:
         [c.attname for c in Thread._meta.concrete_fields],
         _converted(Thread, row[len(run_columns) :], connection),
     )
+    setattr(run, REVIEW_ID, review_id)
     return run
 
 
@@ -322,9 +348,11 @@ def _run_and_wait(run: Run, assistant: Any) -> Run:
     with transaction.atomic():
         # Held while the run goes on (the worker waits for it anyway), so a second delivery of
         # this task waits, then finds it finished; only this run's row: the thread is not held up.
+        claimed = run
         run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=run.pk)
         if run.finished:
             return run
+        setattr(run, REVIEW_ID, getattr(claimed, REVIEW_ID, None))
         thread_id = str(run.thread.thread_id)
         if not run.remote_run_id and run.attempts > 1:
             remote = find_remote_run(assistant, thread_id, {RUN_KEY: str(run.pk)})

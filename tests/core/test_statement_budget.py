@@ -36,13 +36,13 @@ pytestmark = [
 #: of the test.
 BUDGET = {
     "start_run": 1,
-    "execute_run": 10,
+    "execute_run": 9,
     "claim_review": 1,
     "decide": 5,
     "execute_resume": 7,
 }
 #: With the shared cache a deployment names in ``LIVE_CACHE``: the rules' stamp is read there.
-SHARED_BUDGET = {**BUDGET, "execute_run": 9}
+SHARED_BUDGET = {**BUDGET, "execute_run": 8}
 
 
 def counted(name: str, call: Callable[[], Any], spent: dict[str, list[str]]) -> Any:
@@ -60,9 +60,9 @@ def test_a_governed_flow_stays_within_its_statement_budget(
     execute_run: the attempt counted and the thread busy (one statement, returning both rows)
     and ``run_started`` (one statement: the head locked, the event linked and inserted, the head
     moved), committed before the server is called; then BEGIN, the run locked, the thread and
-    run mirrored (one statement), the open reviews read, the review inserted, the rules' stamp
-    read (without a shared cache; with one, it is read there), the events with the handling's
-    insert, COMMIT. claim_review: the claim inserted with its event (one statement). decide:
+    run mirrored (one statement), the open reviews read, the rules' stamp read (without a shared
+    cache; with one, it is read there), the events with the review's insert (its id taken by the
+    first statement) and the handling's, COMMIT. claim_review: the claim inserted with its event (one statement). decide:
     BEGIN, the review locked (with its thread, decision, handling and the reviewer's group
     membership), the decision, the events with the resume run's insert and the review's status,
     COMMIT. execute_resume: the attempt counted; BEGIN, the decision locked (with its run,
