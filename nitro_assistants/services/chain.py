@@ -78,10 +78,10 @@ def _content(event: Event, key: str) -> bytes:
     )
 
 
-def _prepare(event: Event, key: str, prev_hash: str, seq: int) -> str:
+def _prepare(event: Event, key: str, prev_hash: str, seq: int, content: bytes | None = None) -> str:
     event.seq = seq
     event.prev_hash = prev_hash
-    event.hash = chain.link_hash(prev_hash, _content(event, key))
+    event.hash = chain.link_hash(prev_hash, _content(event, key) if content is None else content)
     return event.hash
 
 
@@ -193,13 +193,15 @@ def _append_linked(
         "link_0 AS MATERIALIZED (SELECT seq, hash FROM head_row UNION ALL "  # noqa: S608
         f"SELECT 0, '' WHERE NOT EXISTS (SELECT 1 FROM head_row){when})",
     ]
+    contents: list[bytes] = []
     for i, event in enumerate(events, 1):
         ctes.append(
             f"link_{i} AS MATERIALIZED (SELECT seq + 1 AS seq, hash AS prev_hash, "  # noqa: S608
             f"encode(sha256(convert_to(hash, 'UTF8') || %s::bytea), 'hex') AS hash "
             f"FROM link_{i - 1})"
         )
-        params.append(b"\n" + _content(event, key))
+        contents.append(_content(event, key))  # once: sent, then checked against the result
+        params.append(b"\n" + contents[-1])
     last = f"link_{len(events)}"
     ctes += [
         f"moved AS (UPDATE {head} SET seq = {last}.seq, hash = {last}.hash, updated_at = %s "  # noqa: S608
@@ -240,9 +242,9 @@ def _append_linked(
         gate.returned = fetched[0][4]
     seq = min(rows)
     prev = rows[seq][1]
-    for event in events:
+    for event, content in zip(events, contents, strict=True):
         pk, stored_prev, stored_hash = rows[seq]
-        if _prepare(event, key, prev, seq) != stored_hash or stored_prev != prev:
+        if _prepare(event, key, prev, seq, content) != stored_hash or stored_prev != prev:
             raise ChainWriteError(f"chain {key}: the database linked seq {seq} differently")
         event.pk = pk
         event._state.adding = False
