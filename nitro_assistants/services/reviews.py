@@ -4,11 +4,12 @@ and applying decisions on the server."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from nitro_assistants import rules, signals
@@ -30,7 +31,7 @@ from nitro_assistants.exceptions import (
     ThreadResumptionError,
 )
 from nitro_assistants.models import Approval, Decision, Review, Run, Thread
-from nitro_assistants.services import clients, writes
+from nitro_assistants.services import clients, rows, writes
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.enqueue import enqueue
@@ -300,14 +301,38 @@ def decide(
 def _locked_for_decision(pk: Any, user: Any) -> Review:
     """The review, locked, with what deciding it reads in the same statement: its thread, its
     decision (a replay), its policy handling and whether ``user`` is in the handling's group."""
-    reviews = Review.objects.select_for_update(of=("self",)).select_related(
-        "thread", "decision", "handling"
-    )
     through = getattr(getattr(type(user), "groups", None), "through", None)
     if getattr(user, "pk", None) and through is not None:
-        member = through.objects.filter(user_id=user.pk, group_id=OuterRef("handling__group_id"))
-        reviews = reviews.annotate(reviewer_in_group=Exists(member))
-    return reviews.get(pk=pk)
+        return _deciding_read(through).get(pk, user.pk)
+    return _DECIDING.get(pk)
+
+
+def _deciding_reviews() -> QuerySet[Review]:
+    return Review.objects.select_for_update(of=("self",)).select_related(
+        "thread", "decision", "handling"
+    )
+
+
+#: The reads of :func:`_locked_for_decision` and :func:`execute_resume`, compiled once
+#: (:mod:`.rows`, issue 21).
+_DECIDING = rows.Read(_deciding_reviews)
+_RESUMING = rows.Read(
+    lambda: Decision.objects.select_for_update(of=("self",)).select_related(
+        "run", "review", "review__thread"
+    )
+)
+
+
+@functools.cache
+def _deciding_read(through: type[Any]) -> rows.Read[Review]:
+    """:data:`_DECIDING` with ``reviewer_in_group``: whether the user (the one parameter) is in
+    the group of the review's handling, by the user model's groups table ``through``."""
+
+    def build(user_pk: Any) -> QuerySet[Review]:
+        member = through.objects.filter(user_id=user_pk, group_id=OuterRef("handling__group_id"))
+        return _deciding_reviews().annotate(reviewer_in_group=Exists(member))
+
+    return rows.Read(build, params=[through._meta.get_field("user")])
 
 
 def dismiss(review: Review | int, user: Any, *, via: Channel = None) -> Review:
@@ -410,11 +435,7 @@ def execute_resume(decision: Decision | int) -> Decision:
     count_decided_attempt(pk)
 
     with transaction.atomic():
-        record = (
-            Decision.objects.select_for_update(of=("self",))
-            .select_related("run", "review", "review__thread")
-            .get(pk=pk)
-        )
+        record = _RESUMING.get(pk)
         if record.outcome != Decision.Outcome.PENDING or record.run is None:
             return record
         review, run = record.review, record.run

@@ -17,7 +17,7 @@ from nitro_assistants.client import RunResult
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError, RunError
 from nitro_assistants.models import Decision, Review, Run, Thread
-from nitro_assistants.services import clients, writes
+from nitro_assistants.services import clients, rows, writes
 from nitro_assistants.services.audit import (
     build_event,
     events_batched,
@@ -36,6 +36,11 @@ RUN_KEY = "nitro_run_id"
 WEBHOOK_SALT = "nitro_assistants.webhook"
 ACTIVE_REMOTE_STATUSES = frozenset({"pending", "running"})
 ENDED_REMOTE_STATUSES = frozenset({"success", "interrupted"})
+
+#: A run locked (only its row) with its thread: compiled once (:mod:`.rows`, issue 21).
+_LOCKED_RUN = rows.Read(
+    lambda: Run.objects.select_for_update(of=("self",)).select_related("thread")
+)
 
 
 def _normalize_messages(messages: Iterable[Any] | str) -> list[dict[str, Any]]:
@@ -245,8 +250,8 @@ def _returning(
     instance, or None when no row matched: one statement, no read after it."""
     db = router.db_for_write(model)
     sql, params = _update_sql(model, values, pk, where, connections[db])
-    rows = list(model.objects.using(db).raw(f"{sql} RETURNING *", params))
-    return rows[0] if rows else None
+    returned = list(model.objects.using(db).raw(f"{sql} RETURNING *", params))
+    return returned[0] if returned else None
 
 
 def _update_sql(
@@ -323,25 +328,15 @@ def _counted_attempt(pk: Any) -> Run | None:
     run = Run.from_db(
         connection.alias,
         [c.attname for c in Run._meta.concrete_fields],
-        _converted(Run, row[: len(run_columns)], connection),
+        rows.converted(Run, row[: len(run_columns)], connection),
     )
     run.thread = Thread.from_db(
         connection.alias,
         [c.attname for c in Thread._meta.concrete_fields],
-        _converted(Thread, row[len(run_columns) :], connection),
+        rows.converted(Thread, row[len(run_columns) :], connection),
     )
     setattr(run, REVIEW_ID, review_id)
     return run
-
-
-def _converted(model: type[Any], values: Any, connection: Any) -> list[Any]:
-    """A row's raw column values as the model's fields hold them (JSON decoded, and so on)."""
-    out = []
-    for f, value in zip(model._meta.concrete_fields, values, strict=True):
-        for converter in connection.ops.get_db_converters(f) + f.get_db_converters(connection):
-            value = converter(value, f, connection)
-        out.append(value)
-    return out
 
 
 def _run_and_wait(run: Run, assistant: Any) -> Run:
@@ -349,7 +344,7 @@ def _run_and_wait(run: Run, assistant: Any) -> Run:
         # Held while the run goes on (the worker waits for it anyway), so a second delivery of
         # this task waits, then finds it finished; only this run's row: the thread is not held up.
         claimed = run
-        run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=run.pk)
+        run = _LOCKED_RUN.get(run.pk)
         if run.finished:
             return run
         setattr(run, REVIEW_ID, getattr(claimed, REVIEW_ID, None))
@@ -393,7 +388,7 @@ def _thread_known(run: Run) -> bool:
 def _start_in_background(run: Run, assistant: Any) -> Run:
     with transaction.atomic():
         # Held while the run is created, so two deliveries of this task never both create it.
-        run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=run.pk)
+        run = _LOCKED_RUN.get(run.pk)
         if run.finished:
             return run
         thread = run.thread
@@ -456,7 +451,7 @@ def collect_turn(run: Run | uuid.UUID | str, *, wait: bool = True) -> Run:
             raise
         return fail_run(run, _error_text(exc))
     with transaction.atomic():
-        run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
+        run = _LOCKED_RUN.get(pk)
         if run.finished:  # the webhook and the poll both arrived: mirror once
             return run
         thread = Thread.objects.select_for_update().get(pk=run.thread_id)
@@ -469,7 +464,7 @@ def fail_run(run: Run | uuid.UUID | str, error: str) -> Run:
     pk = run.pk if isinstance(run, Run) else run
     error = clean_error(error)  # storable and secret-free, or recording the failure fails too
     with transaction.atomic():
-        run = Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
+        run = _LOCKED_RUN.get(pk)
         if run.finished:
             return run
         run.status = Run.Status.FAILED

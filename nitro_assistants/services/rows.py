@@ -1,0 +1,178 @@
+"""Hot-path reads of one row by primary key, with the ORM's SQL compiled once per connection.
+
+Why (issue 21): a review flow's locked reads (``select_for_update(...).select_related(...)
+.get(pk=...)``) cost more CPU in Django's query compiler (``SQLCompiler.as_sql``,
+``get_select``, ``setup_query``) than in PostgreSQL. A :class:`Read` compiles its queryset once
+per database connection, with stand-in values for the parameters, and afterwards only executes
+that SQL and builds the instances the way ``QuerySet.get()`` does: the same single statement,
+the same locks (``FOR UPDATE OF`` the tables the queryset names; none on SQLite, which Django
+drops it for), the related objects ``select_related`` attaches (a missing reverse one-to-one
+raises ``DoesNotExist`` on access, as before), the annotations, and ``DoesNotExist`` for a
+missing row.
+
+It relies on what ``ModelIterable`` itself uses (``compiler.select``/``klass_info``/
+``get_converters``, ``get_related_populators``); a queryset with ``prefetch_related``, deferred
+fields, ``values()`` or known related objects is not supported (none is needed).
+"""
+
+from __future__ import annotations
+
+import uuid
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from django.db import connections, router
+from django.db.models import Field, Model, QuerySet
+from django.db.models.query import MAX_GET_RESULTS, get_related_populators
+from django.db.transaction import TransactionManagementError
+
+from nitro_assistants.exceptions import UsageError
+
+M = TypeVar("M", bound=Model)
+
+#: Stand-in parameter values the SQL is compiled with, found again among the compiled params.
+_INT_STANDIN = -(2**31) + 7
+_UUID_STANDIN = 2**128 - 7919
+
+
+def converted(model: type[Any], values: Any, connection: Any) -> list[Any]:
+    """A row's raw column values (the model's concrete fields, in order) as the fields hold
+    them: JSON decoded, UUIDs and SQLite's datetimes parsed, and so on."""
+    out = []
+    for f, value in zip(model._meta.concrete_fields, values, strict=True):
+        for converter in connection.ops.get_db_converters(f) + f.get_db_converters(connection):
+            value = converter(value, f, connection)
+        out.append(value)
+    return out
+
+
+def _standin(field: Field[Any, Any], n: int) -> Any:
+    target = getattr(field, "target_field", None) or field
+    internal = target.get_internal_type()
+    if internal == "UUIDField":
+        return uuid.UUID(int=_UUID_STANDIN - n)
+    if internal.endswith("AutoField") or internal.endswith("IntegerField"):
+        return _INT_STANDIN + n
+    raise UsageError(f"rows.Read has no stand-in value for a {internal} parameter")
+
+
+def _prepared(field: Field[Any, Any], value: Any, connection: Any) -> Any:
+    """``value`` as an exact lookup on ``field`` sends it (``get_prep_value``, then
+    ``get_db_prep_value(prepared=True)``): the same conversions and the same errors."""
+    return field.get_db_prep_value(field.get_prep_value(value), connection, prepared=True)
+
+
+class _Plan:
+    """One queryset compiled for one connection: its SQL, where the parameters go, and how a
+    row becomes the instances (what ``ModelIterable`` reads off the compiler)."""
+
+    def __init__(self, queryset: QuerySet[Any], fields: Sequence[Field[Any, Any]], db: str):
+        connection = connections[db]
+        compiler = queryset.query.get_compiler(using=db)
+        sql, params = compiler.as_sql()
+        self.sql = sql
+        self.params = list(params)
+        self.slots: list[tuple[int, Field[Any, Any]]] = []
+        for n, field in enumerate(fields):
+            standin = _prepared(field, _standin(field, n), connection)
+            found = [i for i, p in enumerate(self.params) if p == standin]
+            if len(found) != 1:  # pragma: no cover - a queryset this module does not support
+                raise UsageError(f"rows.Read: parameter {n} found {len(found)} times")
+            self.slots.append((found[0], field))
+        select, klass_info = compiler.select, compiler.klass_info
+        assert klass_info is not None
+        self.model: type[Model] = klass_info["model"]
+        fields_at = klass_info["select_fields"]
+        self.start, self.end = fields_at[0], fields_at[-1] + 1
+        self.init_list = [s[0].target.attname for s in select[self.start : self.end]]
+        # Django 5.2 (the supported <6): the stubs describe a later signature with a fetch mode.
+        self.related = get_related_populators(klass_info, select, db)  # type: ignore[call-arg]
+        self.annotations = list(compiler.annotation_col_map.items())
+        self.converters = [
+            (pos, convs, expression)
+            for pos, (convs, expression) in compiler.get_converters([s[0] for s in select]).items()
+        ]
+        self.for_update = bool(queryset.query.select_for_update) and bool(
+            connection.features.has_select_for_update
+        )
+
+
+class Read(Generic[M]):
+    """``build(*standins).get(pk=pk)``, compiled once per connection.
+
+    ``build`` returns the queryset (the same on every call, apart from the parameters it is
+    given); ``params`` are the fields its parameters are compared with (stand-in values are
+    generated for them: integer and UUID fields), given in that order to :meth:`get` after the
+    pk. Use one ``Read`` per query shape, made once (at import, or cached)."""
+
+    def __init__(self, build: Callable[..., QuerySet[M]], params: Sequence[Field[Any, Any]] = ()):
+        self._build = build
+        self._fields = tuple(params)
+        self._plans: weakref.WeakKeyDictionary[Any, _Plan] = weakref.WeakKeyDictionary()
+        self._shape: tuple[type[M], bool] | None = None
+
+    def _db(self) -> str:
+        if self._shape is None:
+            queryset = self._build(*(_standin(f, n) for n, f in enumerate(self._fields)))
+            self._shape = (queryset.model, bool(queryset.query.select_for_update))
+        model, for_write = self._shape
+        return router.db_for_write(model) if for_write else router.db_for_read(model)
+
+    def _plan(self, db: str) -> _Plan:
+        connection = connections[db]
+        plan = self._plans.get(connection)
+        if plan is None:
+            standins = [_standin(f, n) for n, f in enumerate(self._fields)]
+            queryset = self._build(*standins).using(db)
+            model = queryset.model
+            pk_field = model._meta.pk
+            assert pk_field is not None
+            clone = queryset.filter(pk=_standin(pk_field, len(standins))).order_by()
+            if (
+                not clone.query.select_for_update
+                or connection.features.supports_select_for_update_with_limit
+            ):
+                clone.query.set_limits(high=MAX_GET_RESULTS)  # as QuerySet.get() does
+            plan = _Plan(clone, [*self._fields, pk_field], db)
+            self._plans[connection] = plan
+        return plan
+
+    def get(self, pk: Any, *values: Any) -> M:
+        """The row ``pk`` as ``build(*values).get(pk=pk)`` returns it; ``DoesNotExist`` (or
+        ``MultipleObjectsReturned``) as that raises it."""
+        db = self._db()
+        connection = connections[db]
+        plan = self._plan(db)
+        if plan.for_update and connection.get_autocommit():
+            raise TransactionManagementError(
+                "select_for_update cannot be used outside of a transaction."
+            )
+        params = list(plan.params)
+        for (i, field), value in zip(plan.slots, (*values, pk), strict=True):
+            params[i] = _prepared(field, value, connection)
+        with connection.cursor() as cursor:
+            cursor.execute(plan.sql, params)
+            rows = cursor.fetchall()
+        model: Any = plan.model
+        if len(rows) != 1:
+            if not rows:
+                raise model.DoesNotExist(
+                    f"{model._meta.object_name} matching query does not exist."
+                )
+            raise model.MultipleObjectsReturned(
+                f"get() returned more than one {model._meta.object_name} -- it returned "
+                f"{len(rows)}!"
+            )
+        row = list(rows[0])
+        for pos, convs, expression in plan.converters:
+            value = row[pos]
+            for converter in convs:
+                value = converter(value, expression, connection)
+            row[pos] = value
+        obj: M = model.from_db(db, plan.init_list, row[plan.start : plan.end])
+        for populator in plan.related:
+            populator.populate(row, obj)
+        for name, pos in plan.annotations:
+            setattr(obj, name, row[pos])
+        return obj
