@@ -8,8 +8,9 @@ import functools
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from nitro_assistants import rules, signals
@@ -308,9 +309,31 @@ def _locked_for_decision(pk: Any, user: Any) -> Review:
 
 
 def _deciding_reviews() -> QuerySet[Review]:
-    return Review.objects.select_for_update(of=("self",)).select_related(
+    reviews = Review.objects.select_for_update(of=("self",)).select_related(
         "thread", "decision", "handling"
     )
+    if connections[router.db_for_write(Review)].vendor == "postgresql":
+        # The id the decision will have (:data:`DECISION_ID`): inserted with the decision's
+        # events then, not in a statement of its own. Unused (a replay, an approval, an
+        # error), it is a gap in the ids.
+        reviews = reviews.annotate(
+            **{
+                DECISION_ID: RawSQL(
+                    "nextval(pg_get_serial_sequence(%s, 'id'))",
+                    [
+                        connections[router.db_for_write(Review)].ops.quote_name(
+                            Decision._meta.db_table
+                        )
+                    ],
+                )
+            }
+        )
+    return reviews
+
+
+#: The annotation of the review :func:`_locked_for_decision` reads on PostgreSQL: an id taken
+#: from the decisions' sequence for the decision :func:`_record` may insert.
+DECISION_ID = "next_decision_id"
 
 
 #: The reads of :func:`_locked_for_decision` and :func:`execute_resume`, compiled once
@@ -383,8 +406,9 @@ def _not_pending(review: Review) -> ReviewNotPendingError:
 def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
     real_user = user if getattr(user, "pk", None) else None
     answers = cleaned.get("answers")
-    # Its pk is made here: the decision is inserted first, and the run rides on the event's
-    # statement (:mod:`.writes`; the decision's foreign key is checked at commit).
+    # Its pk is made here. On PostgreSQL the decision (its id read with the review's lock), the
+    # run and the review's status ride on the events' statement (:mod:`.writes`; foreign keys
+    # are checked at commit); otherwise the decision is inserted first.
     run = Run(
         thread=review.thread,
         kind=Run.Kind.RESUME,
@@ -393,7 +417,10 @@ def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
         else {"reply": cleaned["reply"], "tool_calls": cleaned["tool_calls"]},
         requested_by=real_user,
     )
-    record = Decision.objects.create(
+    allocated = getattr(review, DECISION_ID, None)
+    setattr(review, DECISION_ID, None)  # one decision per id
+    record = Decision(
+        pk=allocated,
         review=review,
         decided_by=real_user,
         reviewer_id=username(user),
@@ -405,6 +432,10 @@ def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
         decided_at=timezone.now(),
         run=run,
     )
+    if allocated is not None:
+        writes.insert(record)  # with the run and the review's status, on the events' statement
+    else:
+        record.save(force_insert=True)
     writes.insert(run)
     transition(
         review,

@@ -32,7 +32,8 @@ def snapshot(obj: models.Model | None, seen: frozenset[int] = frozenset()) -> An
     if id(obj) in seen:
         return ("seen", type(obj).__name__, obj.pk)
     seen = seen | {id(obj)}
-    values = {k: v for k, v in vars(obj).items() if k != "_state"}
+    # The id a decision would have is taken from the sequence by each read: never the same.
+    values = {k: v for k, v in vars(obj).items() if k not in ("_state", reviews.DECISION_ID)}
     cached = {k: snapshot(v, seen) for k, v in sorted(obj._state.fields_cache.items())}
     return (type(obj), obj._state.db, obj._state.adding, values, cached)
 
@@ -110,9 +111,7 @@ def test_a_locked_decision_with_its_run_review_and_thread(with_run: bool) -> Non
 
 
 def _deciding_orm(pk: Any, user: Any) -> Review:
-    queryset = Review.objects.select_for_update(of=("self",)).select_related(
-        "thread", "decision", "handling"
-    )
+    queryset = reviews._deciding_reviews()  # with the decision's id on PostgreSQL
     if getattr(user, "pk", None):
         member = User.groups.through.objects.filter(
             user_id=user.pk, group_id=OuterRef("handling__group_id")
@@ -137,6 +136,8 @@ def test_a_review_being_decided_with_its_decision_handling_and_membership(member
         lambda: reviews._locked_for_decision(review.pk, user),
     )
     assert got.reviewer_in_group is member
+    if connection.vendor == "postgresql":  # the id its decision would be inserted with
+        assert isinstance(getattr(got, reviews.DECISION_ID), int)
     with CaptureQueriesContext(connection) as more:
         assert got.handling.rule == {"id": 3, "group": "Staff"}
         assert got.decision.review is got
