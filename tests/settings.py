@@ -4,7 +4,9 @@ Redis broker."""
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
+from pathlib import Path
 from typing import Any
 
 SECRET_KEY = "tests-only-not-secret"
@@ -55,10 +57,22 @@ if TEST_DB not in ("postgresql", "sqlite"):
 
 DATABASES: dict[str, dict[str, Any]]
 if TEST_DB == "sqlite":
+    _SQLITE_NAME = os.environ.get("NITRO_TEST_DB_NAME", "nitro_assistants")
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": os.environ.get("NITRO_TEST_DB_NAME", "nitro_assistants") + ".sqlite3",
+            "NAME": _SQLITE_NAME + ".sqlite3",
+            # As the example site runs it (reviewsite/settings.py): writers take the lock when
+            # they begin and wait for it up to the timeout, WAL lets readers read meanwhile.
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL;",
+            },
+            # A file, not Django's in-memory test database: that one shares a cache between
+            # connections, whose table locks fail a reader at once ("database table is locked")
+            # while the live server's thread writes, where a file's reader waits or reads.
+            "TEST": {"NAME": str(Path(tempfile.gettempdir()) / f"{_SQLITE_NAME}-test.sqlite3")},
         }
     }
 else:
