@@ -312,22 +312,14 @@ def _deciding_reviews() -> QuerySet[Review]:
     reviews = Review.objects.select_for_update(of=("self",)).select_related(
         "thread", "decision", "handling"
     )
-    if connections[router.db_for_write(Review)].vendor == "postgresql":
+    connection = connections[router.db_for_write(Review)]
+    if connection.vendor == "postgresql":
         # The id the decision will have (:data:`DECISION_ID`): inserted with the decision's
         # events then, not in a statement of its own. Unused (a replay, an approval, an
         # error), it is a gap in the ids.
-        reviews = reviews.annotate(
-            **{
-                DECISION_ID: RawSQL(
-                    "nextval(pg_get_serial_sequence(%s, 'id'))",
-                    [
-                        connections[router.db_for_write(Review)].ops.quote_name(
-                            Decision._meta.db_table
-                        )
-                    ],
-                )
-            }
-        )
+        table = connection.ops.quote_name(Decision._meta.db_table)
+        next_id = RawSQL("nextval(pg_get_serial_sequence(%s, 'id'))", [table])
+        reviews = reviews.annotate(**{DECISION_ID: next_id})
     return reviews
 
 

@@ -5,7 +5,7 @@ transaction, :func:`save` (an UPDATE of some fields of a row) and :func:`insert`
 primary key is already known: a UUID, or a one-to-one's) are queued instead of sent. The queue is
 sent as data-modifying CTEs of the batch's audit-chain append (:mod:`.chain`: the events and the
 rows they describe in one statement), or, when the batch has no event, as one statement of its
-own (:func:`flush`).
+own (:func:`send`).
 
 Nothing is ever reordered against the rest of the transaction: while writes are queued, any
 other statement sent on the connection sends the queue first (an execute wrapper), so every
@@ -213,13 +213,6 @@ def send(db: str, writes: list[Write]) -> None:
     finally:
         if queue is not None:
             queue.sending = False
-
-
-def flush(db: str) -> None:
-    """Send what the current batch has queued on ``db`` now (to take the rows' locks, say)."""
-    queue = _queue.get()
-    if queue is not None and queue.db == db:
-        send(db, queue.take())
 
 
 def pending(db: str) -> Queue | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
+from django.test import Client
 
 from nitro_assistants import tasks
 from nitro_assistants.client import PendingReview
@@ -125,3 +126,17 @@ def approve(review: Review) -> dict[str, Any]:
         "revision": review.revision,
         "digest": review.digest,
     }
+
+
+@pytest.fixture
+def editor() -> Client:
+    """A staff user who may add, change, view and delete policy rules, logged in."""
+    user = User.objects.create_user("editor", password="pw", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            codename__in=["add_policy", "change_policy", "view_policy", "delete_policy"]
+        )
+    )
+    client = Client()
+    client.force_login(user)
+    return client

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -42,19 +42,6 @@ def rule_form(**fields: Any) -> dict[str, Any]:
         "on_escalation_deadline": "",
         **fields,
     }
-
-
-@pytest.fixture
-def editor() -> Client:
-    user = User.objects.create_user("editor", password="pw", is_staff=True)
-    user.user_permissions.add(
-        *Permission.objects.filter(
-            codename__in=["add_policy", "change_policy", "view_policy", "delete_policy"]
-        )
-    )
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_a_rule_is_saved_and_each_change_is_a_new_version(editor: Client) -> None:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import Group
 from django.core.cache import caches
 from django.db import connection, transaction
 from django.test import Client
@@ -145,19 +145,6 @@ def test_a_change_through_the_orm_is_applied_to_the_next_review_in_every_process
     with rule_reads() as again:
         mirrored(300)
     assert again == []
-
-
-@pytest.fixture
-def editor() -> Client:
-    user = User.objects.create_user("editor", password="pw", is_staff=True)
-    user.user_permissions.add(
-        *Permission.objects.filter(
-            codename__in=["add_policy", "change_policy", "view_policy", "delete_policy"]
-        )
-    )
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_changes_in_the_admin_are_applied_to_the_next_review_in_every_process(
