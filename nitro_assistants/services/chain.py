@@ -20,6 +20,7 @@ head to read: its head is inserted with the events.
 from __future__ import annotations
 
 import datetime
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,82 +176,139 @@ def _append_linked(
     the head's, as when each was a statement of its own."""
     connection = connections[db]
     qn = connection.ops.quote_name
-    head = qn(AuditChain._meta.db_table)
-    linked = ("seq", "prev_hash", "hash")
-    now = timezone.now()
     ctes, params = writes.ctes(db, held)
-    after = when = ""
-    if held:
-        after = f" AND {writes.written(len(held))} >= 0"
+    after = f" AND {writes.written(len(held))} >= 0" if held else ""
     if gate is not None:
         ctes, params = gate.ctes + ctes, gate.params + params
-        when = f" AND {gate.condition}"
-    params.append(key)
-    # Names are the models' own, quoted; every value is a parameter.
-    ctes += [
-        f"head_row AS MATERIALIZED (SELECT seq, hash FROM {head} "  # noqa: S608
-        f"WHERE chain = %s{after}{when} FOR UPDATE)",
-        "link_0 AS MATERIALIZED (SELECT seq, hash FROM head_row UNION ALL "  # noqa: S608
-        f"SELECT 0, '' WHERE NOT EXISTS (SELECT 1 FROM head_row){when})",
-    ]
-    contents: list[bytes] = []
-    for i, event in enumerate(events, 1):
-        ctes.append(
-            f"link_{i} AS MATERIALIZED (SELECT seq + 1 AS seq, hash AS prev_hash, "  # noqa: S608
-            f"encode(sha256(convert_to(hash, 'UTF8') || %s::bytea), 'hex') AS hash "
-            f"FROM link_{i - 1})"
-        )
-        contents.append(_content(event, key))  # once: sent, then checked against the result
-        params.append(b"\n" + contents[-1])
-    last = f"link_{len(events)}"
-    ctes += [
-        f"moved AS (UPDATE {head} SET seq = {last}.seq, hash = {last}.hash, updated_at = %s "  # noqa: S608
-        f"FROM {last} WHERE {head}.chain = %s AND EXISTS (SELECT 1 FROM head_row) RETURNING 1)",
-        f"started AS (INSERT INTO {head} (chain, seq, hash, updated_at) "  # noqa: S608
-        f"SELECT %s, seq, hash, %s FROM {last} WHERE NOT EXISTS (SELECT 1 FROM head_row) "
-        "ON CONFLICT (chain) DO NOTHING RETURNING 1)",
-        "written AS (SELECT 1 FROM moved UNION ALL SELECT 1 FROM started)",
-    ]
-    params += [now, key, key, now]
-    fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
-    selects = []
-    for i, event in enumerate(events, 1):
-        columns = []
-        for f in fields:
-            if f.attname in linked:
-                columns.append(f"link_{i}.{f.attname}")
-            else:
-                columns.append(f"CAST(%s AS {f.db_type(connection)})")
-                params.append(f.get_db_prep_save(f.pre_save(event, True), connection))
-        selects.append(
-            f"SELECT {', '.join(columns)} FROM link_{i} WHERE EXISTS (SELECT 1 FROM written)"  # noqa: S608
-        )
+        after += f" AND {gate.condition}"
+    linked = linked_sql(db, key, events, ctes, params, condition=after)
     sql = (
-        f"WITH {', '.join(ctes)} "
-        f"INSERT INTO {qn(Event._meta.db_table)} ({', '.join(qn(str(f.column)) for f in fields)}) "
-        + " UNION ALL ".join(selects)
-        + f" RETURNING {qn(str(Event._meta.pk.column))}, seq, prev_hash, hash"
+        f"WITH {', '.join(linked.ctes)} {linked.insert}"
+        f" RETURNING {qn(str(Event._meta.pk.column))}, seq, prev_hash, hash"
         + (f", {gate.returning}" if gate is not None else "")
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, linked.params)
         fetched = cursor.fetchall()
-    rows = {int(row[1]): (row[0], row[2], row[3]) for row in fetched}
-    if not rows:
+    if not fetched:
         return False
     if gate is not None:
         gate.returned = fetched[0][4]
-    seq = min(rows)
-    prev = rows[seq][1]
-    for event, content in zip(events, contents, strict=True):
-        pk, stored_prev, stored_hash = rows[seq]
-        if _prepare(event, key, prev, seq, content) != stored_hash or stored_prev != prev:
-            raise ChainWriteError(f"chain {key}: the database linked seq {seq} differently")
-        event.pk = pk
-        event._state.adding = False
-        event._state.db = db
-        prev, seq = stored_hash, seq + 1
+    linked.check(db, key, [row[:4] for row in fetched])
     return True
+
+
+@dataclass
+class Linked:
+    """The SQL of :func:`linked_sql`: ``ctes`` (the caller's first), an ``insert`` of the events
+    (``INSERT ... SELECT``, no ``RETURNING``) and their ``params``, in order."""
+
+    events: list[Event]
+    ctes: list[str]
+    insert: str
+    params: list[Any]
+    #: What each event's hash covers, as sent (None: the key was SQL, see ``check``).
+    contents: list[bytes] | None
+
+    def check(self, db: str, key: str, fetched: list[Any]) -> None:
+        """Check the rows the insert returned (``id, seq, prev_hash, hash``) against the events
+        hashed here, with the chain's ``key`` as it is, and set each event's pk."""
+        rows = {int(row[1]): (row[0], row[2], row[3]) for row in fetched}
+        seq = min(rows)
+        prev = rows[seq][1]
+        contents: list[bytes | None] = (
+            [*self.contents] if self.contents else [None] * len(self.events)
+        )
+        for event, content in zip(self.events, contents, strict=True):
+            pk, stored_prev, stored_hash = rows[seq]
+            if _prepare(event, key, prev, seq, content) != stored_hash or stored_prev != prev:
+                raise ChainWriteError(f"chain {key}: the database linked seq {seq} differently")
+            event.pk = pk
+            event._state.adding = False
+            event._state.db = db
+            prev, seq = stored_hash, seq + 1
+
+
+def linked_sql(
+    db: str,
+    key: str | None,
+    events: list[Event],
+    ctes: list[str],
+    params: list[Any],
+    *,
+    condition: str = "",
+    key_sql: str = "",
+    columns: dict[str, str] | None = None,
+) -> Linked:
+    """The CTEs and the insert that chain ``events`` to the head of chain ``key`` (locked, or
+    started when there is none) and move it, after the caller's ``ctes`` (with their
+    ``params``). ``condition`` (SQL, `` AND ...``) gates it all: false, nothing is written.
+
+    ``key_sql`` instead of ``key``: an SQL expression for the key, known only to the statement
+    (a row its CTEs return); each hash's content is then sent in two parts around it.
+    ``columns``: SQL for some of the events' columns (by attname) instead of their values."""
+    connection = connections[db]
+    qn = connection.ops.quote_name
+    head = qn(AuditChain._meta.db_table)
+    now = timezone.now()
+    ctes, params = list(ctes), list(params)
+    where = key_sql or "%s"
+    keys = [] if key_sql else [key]
+    # Names are the models' own, quoted; every value is a parameter.
+    ctes += [
+        f"head_row AS MATERIALIZED (SELECT seq, hash FROM {head} "  # noqa: S608
+        f"WHERE chain = {where}{condition} FOR UPDATE)",
+        "link_0 AS MATERIALIZED (SELECT seq, hash FROM head_row UNION ALL "  # noqa: S608
+        f"SELECT 0, '' WHERE NOT EXISTS (SELECT 1 FROM head_row){condition})",
+    ]
+    params += keys
+    contents: list[bytes] = []
+    for i, event in enumerate(events, 1):
+        if key_sql:
+            marker = uuid.uuid4().hex
+            before, end = _content(event, marker).split(marker.encode())
+            content_sql = f"%s::bytea || convert_to({key_sql}, 'UTF8') || %s::bytea"
+            params += [b"\n" + before, end]
+        else:
+            contents.append(_content(event, str(key)))  # once: sent, then checked
+            content_sql = "%s::bytea"
+            params.append(b"\n" + contents[-1])
+        ctes.append(
+            f"link_{i} AS MATERIALIZED (SELECT seq + 1 AS seq, hash AS prev_hash, "  # noqa: S608
+            f"encode(sha256(convert_to(hash, 'UTF8') || {content_sql}), 'hex') AS hash "
+            f"FROM link_{i - 1})"
+        )
+    last = f"link_{len(events)}"
+    ctes += [
+        f"moved AS (UPDATE {head} SET seq = {last}.seq, hash = {last}.hash, updated_at = %s "  # noqa: S608
+        f"FROM {last} WHERE {head}.chain = {where} AND EXISTS (SELECT 1 FROM head_row) "
+        "RETURNING 1)",
+        f"started AS (INSERT INTO {head} (chain, seq, hash, updated_at) "  # noqa: S608
+        f"SELECT {where}, seq, hash, %s FROM {last} WHERE NOT EXISTS (SELECT 1 FROM head_row) "
+        "ON CONFLICT (chain) DO NOTHING RETURNING 1)",
+        "written AS (SELECT 1 FROM moved UNION ALL SELECT 1 FROM started)",
+    ]
+    params += [now, *keys, *keys, now]
+    fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
+    selects = []
+    for i, event in enumerate(events, 1):
+        values = []
+        for f in fields:
+            if f.attname in ("seq", "prev_hash", "hash"):
+                values.append(f"link_{i}.{f.attname}")
+            elif columns and f.attname in columns:
+                values.append(columns[f.attname])
+            else:
+                values.append(f"CAST(%s AS {f.db_type(connection)})")
+                params.append(f.get_db_prep_save(f.pre_save(event, True), connection))
+        selects.append(
+            f"SELECT {', '.join(values)} FROM link_{i} WHERE EXISTS (SELECT 1 FROM written)"  # noqa: S608
+        )
+    insert = (
+        f"INSERT INTO {qn(Event._meta.db_table)} ({', '.join(qn(str(f.column)) for f in fields)}) "
+        + " UNION ALL ".join(selects)
+    )
+    return Linked(events, ctes, insert, params, None if key_sql else contents)
 
 
 def insert_thread(thread: Thread, rows: list[Any], events: list[Event]) -> None:

@@ -16,8 +16,8 @@ from nitro_assistants import signals
 from nitro_assistants.client import RunResult
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError, RunError
-from nitro_assistants.models import Decision, Review, Run, Thread
-from nitro_assistants.services import clients, rows, writes
+from nitro_assistants.models import Decision, Event, Review, Run, Thread
+from nitro_assistants.services import chain, changes, clients, rows, writes
 from nitro_assistants.services.audit import (
     build_event,
     events_batched,
@@ -237,7 +237,7 @@ def claim_run(pk: Any) -> Run:
     run = _counted_attempt(pk)
     if run is None:  # finished (or no such run: DoesNotExist, as before)
         return Run.objects.select_related("thread").get(pk=pk)
-    if run.attempts == 1:
+    if run.attempts == 1 and not getattr(run, STARTED, False):
         record_event(run.thread, "run_started", run=run)
     return run
 
@@ -308,23 +308,43 @@ def _counted_attempt(pk: Any) -> Run | None:
     thread_columns = [str(f.column) for f in Thread._meta.concrete_fields]
     status = Thread._meta.get_field("status").get_db_prep_save(Thread.Status.BUSY, connection)
     reviews = qn(Review._meta.db_table)
+    # A first attempt's ``run_started`` rides on the statement too: chained to the head of the
+    # thread's chain, whose key (the thread's id) only the statement knows.
+    started = Event(run_id=Run._meta.get_field("id").to_python(pk), verb="run_started", data={})
+    linked = chain.linked_sql(
+        connection.alias,
+        None,
+        [started],
+        [
+            f"run_row AS ({run_sql} RETURNING *)",
+            f"thread_row AS (UPDATE {threads} SET {qn('status')} = %s FROM run_row "  # noqa: S608
+            f"WHERE {threads}.{qn('id')} = run_row.{qn('thread_id')} RETURNING {threads}.*)",
+        ],
+        [*run_params, status],
+        condition=f" AND (SELECT {qn('attempts')} FROM run_row) = 1",  # noqa: S608
+        key_sql=f"(SELECT CAST({qn('thread_id')} AS text) FROM thread_row)",  # noqa: S608
+        columns={"thread_id": f"(SELECT {qn('id')} FROM thread_row)"},  # noqa: S608
+    )
+    event_pk = qn(str(Event._meta.pk.column))
     sql = (
-        f"WITH run_row AS ({run_sql} RETURNING *), "  # noqa: S608
-        f"thread_row AS (UPDATE {threads} SET {qn('status')} = %s FROM run_row "
-        f"WHERE {threads}.{qn('id')} = run_row.{qn('thread_id')} RETURNING {threads}.*) "
+        f"WITH {', '.join(linked.ctes)}, "  # noqa: S608
+        f"appended AS ({linked.insert} RETURNING {event_pk}, seq, prev_hash, hash) "
         f"SELECT {', '.join(f'run_row.{qn(c)}' for c in run_columns)}, "
         f"{', '.join(f'thread_row.{qn(c)}' for c in thread_columns)}, "
+        f"appended.{event_pk}, appended.seq, appended.prev_hash, appended.hash, "
         # The id the review the run may pause on will have (:data:`REVIEW_ID`): inserted with
         # the mirror's events then, not in a statement of its own. Unused ids are a gap.
-        "nextval(pg_get_serial_sequence(%s, 'id')) FROM run_row, thread_row"
+        "nextval(pg_get_serial_sequence(%s, 'id')) "
+        "FROM run_row CROSS JOIN thread_row LEFT JOIN appended ON TRUE"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*run_params, status, reviews])
+        cursor.execute(sql, [*linked.params, reviews])
         row = cursor.fetchone()
     if row is None:
         return None
     review_id = row[-1]
-    row = row[:-1]
+    appended = row[-5:-1]
+    row = row[:-5]
     run = Run.from_db(
         connection.alias,
         [c.attname for c in Run._meta.concrete_fields],
@@ -336,7 +356,17 @@ def _counted_attempt(pk: Any) -> Run | None:
         rows.converted(Thread, row[len(run_columns) :], connection),
     )
     setattr(run, REVIEW_ID, review_id)
+    if appended[0] is not None:
+        started.thread = run.thread
+        started.run = run
+        linked.check(connection.alias, str(run.thread.thread_id), [appended])
+        changes.changed(using=connection.alias)
+        setattr(run, STARTED, True)
     return run
+
+
+#: Set on a Run by :func:`_counted_attempt` when its ``run_started`` was written with it.
+STARTED = "_nitro_run_started"
 
 
 def _run_and_wait(run: Run, assistant: Any) -> Run:

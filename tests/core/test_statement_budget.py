@@ -36,13 +36,13 @@ pytestmark = [
 #: of the test.
 BUDGET = {
     "start_run": 1,
-    "execute_run": 9,
+    "execute_run": 8,
     "claim_review": 1,
     "decide": 4,
     "execute_resume": 7,
 }
 #: With the shared cache a deployment names in ``LIVE_CACHE``: the rules' stamp is read there.
-SHARED_BUDGET = {**BUDGET, "execute_run": 8}
+SHARED_BUDGET = {**BUDGET, "execute_run": 7}
 
 
 def counted(name: str, call: Callable[[], Any], spent: dict[str, list[str]]) -> Any:
@@ -57,9 +57,10 @@ def test_a_governed_flow_stays_within_its_statement_budget(
     fake_assistant: FakeAssistant, enqueued: list[Any], settings: Any, live_cache: str | None
 ) -> None:
     """start_run: one statement (the thread, its run, its two events and its chain's head).
-    execute_run: the attempt counted and the thread busy (one statement, returning both rows)
-    and ``run_started`` (one statement: the head locked, the event linked and inserted, the head
-    moved), committed before the server is called; then BEGIN, the run locked, the thread and
+    execute_run: the attempt counted, the thread busy and ``run_started`` (one statement,
+    returning both rows and the event's link: the head locked, the event linked by the database
+    around the chain key only the statement knows, inserted, the head moved), committed before
+    the server is called; then BEGIN, the run locked, the thread and
     run mirrored (one statement), the open reviews read, the rules' stamp read (without a shared
     cache; with one, it is read there), the events with the review's insert (its id taken by the
     first statement) and the handling's, COMMIT. claim_review: the claim inserted with its event (one statement). decide:
