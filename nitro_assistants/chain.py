@@ -56,17 +56,19 @@ def canonical(
     review: Any = None,
     run: Any = None,
     actor: str = "",
+    whole: bool = False,
 ) -> bytes:
     """The bytes an event's hash covers: what it says, about what, by whom, when, in which
     chain. Its position is covered by the previous hash it is chained to. ``data`` is JSON as
-    stored (:func:`normalized`)."""
+    stored (:func:`normalized`); ``whole``: it is :func:`normalized`'s result itself (a writer's,
+    not read back), whose floats need no evening out."""
     content = {
         "format": FORMAT,
         "chain": chain,
         "verb": verb,
         # Writers store ``normalized(data)``; what the database hands back is JSON already, so
         # only whole floats need evening out here (the JSON round trip would cost a third).
-        "data": _whole(data),
+        "data": data if whole else _whole(data),
         "at": timestamp(at),
         "review": None if review is None else str(review),
         "run": None if run is None else str(run),

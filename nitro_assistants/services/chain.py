@@ -33,6 +33,7 @@ from nitro_assistants import chain, rules, signals
 from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.models import AuditChain, Event, Review, Thread
 from nitro_assistants.services import changes, writes
+from nitro_assistants.services.rows import cast
 
 #: Rows read per round trip by the walk and the export (a server-side cursor on PostgreSQL).
 CHUNK = 5000
@@ -76,6 +77,7 @@ def _content(event: Event, key: str) -> bytes:
         review=event.review_id,
         run=event.run_id,
         actor=event.actor_ref,
+        whole=True,  # just normalized
     )
 
 
@@ -299,7 +301,7 @@ def linked_sql(
             elif columns and f.attname in columns:
                 values.append(columns[f.attname])
             else:
-                values.append(f"CAST(%s AS {f.db_type(connection)})")
+                values.append(cast(f, connection))
                 params.append(f.get_db_prep_save(f.pre_save(event, True), connection))
         selects.append(
             f"SELECT {', '.join(values)} FROM link_{i} WHERE EXISTS (SELECT 1 FROM written)"  # noqa: S608
@@ -327,7 +329,7 @@ def insert_thread(thread: Thread, rows: list[Any], events: list[Event]) -> None:
             if f.attname == "thread_id":
                 columns.append("thread_row.id")
             else:
-                columns.append(f"CAST(%s AS {f.db_type(connection)})")
+                columns.append(cast(f, connection))
                 params.append(f.get_db_prep_save(f.pre_save(instance, True), connection))
         return columns, params
 

@@ -24,7 +24,7 @@ from django.utils.module_loading import import_string
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import ConfigurationError, UsageError
 from nitro_assistants.models import Assignment, AuditChain, Claim, Review
-from nitro_assistants.services import chain, changes
+from nitro_assistants.services import chain, changes, rows
 from nitro_assistants.services.audit import build_event, record_event
 from nitro_assistants.services.interactions import username
 from nitro_assistants.services.reviews import decidable_by
@@ -135,7 +135,7 @@ def _claimed_with_event(claim: Claim) -> Claim | None:
     connection = connections[router.db_for_write(Claim)]
     qn = connection.ops.quote_name
     fields = [f for f in Claim._meta.concrete_fields if not f.primary_key]
-    casts = ", ".join(f"CAST(%s AS {f.db_type(connection)})" for f in fields)
+    casts = ", ".join(rows.cast(f, connection) for f in fields)
     head = qn(AuditChain._meta.db_table)
     gate = chain.Gate(
         ctes=[

@@ -11,7 +11,7 @@ from django.utils import timezone
 from nitro_assistants import rules, signals
 from nitro_assistants.models import Claim, Decision, Review, Run, Thread
 from nitro_assistants.operations import get_operation
-from nitro_assistants.services import writes
+from nitro_assistants.services import rows, writes
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.lifecycle import supersede, transition
@@ -160,19 +160,23 @@ def _open_reviews(thread: Thread) -> list[Review]:
     connection = connections[router.db_for_read(Review)]
     qn = connection.ops.quote_name
     reviews, decisions = qn(Review._meta.db_table), qn(Decision._meta.db_table)
+    # The columns in the model's order (what rows.instances reads), not the table's.
+    columns = ", ".join(f"{reviews}.{qn(str(f.column))}" for f in Review._meta.concrete_fields)
     sql = (
-        f"SELECT {reviews}.* FROM {reviews} LEFT OUTER JOIN {decisions} "  # noqa: S608
+        f"SELECT {columns} FROM {reviews} LEFT OUTER JOIN {decisions} "  # noqa: S608
         f"ON {decisions}.{qn('review_id')} = {reviews}.{qn('id')} "
         f"WHERE {reviews}.{qn('thread_id')} = %s AND ({reviews}.{qn('status')} IN (%s, %s) "
         f"OR {decisions}.{qn('outcome')} = %s) ORDER BY {reviews}.{qn('id')} DESC"
     )
-    params = [
+    params: list[Any] = [
         thread.pk,
         str(Review.Status.PENDING),
         str(Review.Status.DECIDED),
         str(Decision.Outcome.PENDING),
     ]
-    found = list(Review.objects.using(connection.alias).raw(sql, params))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = rows.instances(Review, cursor.fetchall(), connection)
     for review in found:
         review.thread = thread  # as a related manager's rows have it
     return found

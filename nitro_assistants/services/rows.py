@@ -40,11 +40,51 @@ def converted(model: type[Any], values: Any, connection: Any) -> list[Any]:
     """A row's raw column values (the model's concrete fields, in order) as the fields hold
     them: JSON decoded, UUIDs and SQLite's datetimes parsed, and so on."""
     out = []
-    for f, value in zip(model._meta.concrete_fields, values, strict=True):
-        for converter in connection.ops.get_db_converters(f) + f.get_db_converters(connection):
-            value = converter(value, f, connection)
+    for (col, converters), value in zip(_converters(model, connection), values, strict=True):
+        for converter in converters:
+            value = converter(value, col, connection)
         out.append(value)
     return out
+
+
+#: (model, database vendor) -> each concrete field's column with its converters, found once.
+_CONVERTERS: dict[tuple[type[Any], str], list[tuple[Any, list[Any]]]] = {}
+
+
+def _converters(model: type[Any], connection: Any) -> list[tuple[Any, list[Any]]]:
+    key = (model, connection.vendor)
+    found = _CONVERTERS.get(key)
+    if found is None:
+        # As the compiler finds them (``SQLCompiler.get_converters``), by each field's column.
+        cols = [f.get_col(model._meta.db_table) for f in model._meta.concrete_fields]
+        found = _CONVERTERS[key] = [
+            (col, connection.ops.get_db_converters(col) + col.get_db_converters(connection))
+            for col in cols
+        ]
+    return found
+
+
+def instances(model: type[M], fetched: Sequence[Any], connection: Any) -> list[M]:
+    """Rows of ``model``'s concrete columns, in order (``SELECT table.*``), as instances read
+    from ``connection``'s database: what a raw queryset builds, without its per-query set-up."""
+    names = [f.attname for f in model._meta.concrete_fields]
+    return [
+        model.from_db(connection.alias, names, converted(model, row, connection)) for row in fetched
+    ]
+
+
+#: (field, database vendor) -> ``CAST(%s AS <the column's type>)``, found once.
+_CASTS: dict[tuple[Any, str], str] = {}
+
+
+def cast(field: Any, connection: Any) -> str:
+    """A parameter cast to ``field``'s column type, for ``INSERT ... SELECT`` statements (the
+    type lookup builds a field for every foreign key: too dear to repeat per row)."""
+    key = (field, connection.vendor)
+    found = _CASTS.get(key)
+    if found is None:
+        found = _CASTS[key] = f"CAST(%s AS {field.db_type(connection)})"
+    return found
 
 
 def _standin(field: Field[Any, Any], n: int) -> Any:
