@@ -33,8 +33,10 @@ def sync_thread(thread: Thread | int) -> Thread:
     pending = assistant.under_review(thread_id=thread_id)
     values = state.get("values") or {}
     messages = list(values.get("messages") or [])
+    # FOR NO KEY UPDATE: the rows that reference the thread (a take-over's event) are not held
+    # up by its lock.
     with transaction.atomic():
-        thread = Thread.objects.select_for_update().get(pk=pk)
+        thread = Thread.objects.select_for_update(no_key=True).get(pk=pk)
         thread.values = {"messages": messages}
         if pending is not None:
             thread.status = Thread.Status.INTERRUPTED
