@@ -133,6 +133,33 @@ def test_a_take_over_while_the_thread_is_locked_for_a_revision_does_not_deadlock
     assert list(Event.objects.filter(review=first, verb="review_taken_over")) != []
 
 
+def test_a_take_over_while_a_sync_appends_to_the_chain_does_not_deadlock(
+    interaction: InteractionMaker, jane: User, sam: User, fake: FakeAssistant, thread: Any
+) -> None:
+    """A sync appending the superseded revision's event (the chain's head locked) before it
+    moves the claim waits for a take-over holding the claim, which waits for the chain's head:
+    a deadlock. The sync writes its events last, as a run's mirror does."""
+    first = interaction("blueprint", BLUEPRINT)
+    claims.claim_review(first, jane)
+    mirror = _mirror_revision("sync_thread", thread, fake)
+    results: dict[str, Any] = {}
+    with transaction.atomic():
+        # Another writer of the thread's audit chain, a moment longer.
+        AuditChain.objects.select_for_update().get(chain=str(thread.thread_id))
+        workers = [_started(results, "sync", mirror)]
+        wait_for(lambda: _blocked() >= 1, timeout=10, interval=0.05)
+        workers.append(
+            _started(results, "take_over", lambda: claims.claim_review(first, sam, take_over=True))
+        )
+        wait_for(lambda: "take_over" in results or _blocked() >= 2, timeout=10, interval=0.05)
+    for worker in workers:
+        worker.join(30)
+    assert not [w for w in workers if w.is_alive()]
+    assert not [r for r in results.values() if isinstance(r, Exception)], results
+    second = Review.objects.get(thread=thread, revision=2)
+    assert Claim.objects.filter(review=second).exists()
+
+
 def test_a_first_claim_while_a_new_message_supersedes_the_review_does_not_deadlock(
     interaction: InteractionMaker, jane: User, thread: Thread, enqueued: list[Any]
 ) -> None:
