@@ -1,6 +1,9 @@
 """The only code that changes state. Every function guards the current status, locks the rows it
 changes (``select_for_update``), writes an :class:`~nitro_assistants.models.Event`, sends its signal
-and enqueues Celery work after the transaction commits. A review's status changes only through
+and enqueues Celery work after the transaction commits. A thread, review or run is locked with
+``no_key=True`` (FOR NO KEY UPDATE: as exclusive against our other writers): other rows' foreign
+keys point at it, and FOR UPDATE would hold up their inserts' key checks (KEY SHARE), a deadlock
+once the locker waits for one of those inserters. A review's status changes only through
 :func:`transition` (:mod:`.lifecycle`); Celery work is enqueued by task name (:mod:`.enqueue`):
 the services never import :mod:`nitro_assistants.tasks`."""
 

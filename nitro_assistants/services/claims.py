@@ -212,7 +212,7 @@ def assign_review(review: Review, to: Any, *, by: Any = None) -> Assignment | No
     if to is not None and not isinstance(to, (AbstractBaseUser, Group)):
         raise UsageError(f"A review is assigned to a user or a group, not {to!r}")
     with transaction.atomic():
-        Review.objects.select_for_update(of=("self",)).filter(pk=review.pk).first()
+        Review.objects.select_for_update(of=("self",), no_key=True).filter(pk=review.pk).first()
         Assignment.objects.filter(review_id=review.pk).delete()
         if to is None:
             record_event(review.thread, "review_unassigned", review=review, actor=by)

@@ -70,7 +70,7 @@ def apply_policy(review: Review | int) -> Decision | None:
     pk = review.pk if isinstance(review, Review) else review
     with transaction.atomic():
         locked = (
-            Review.objects.select_for_update(of=("self",))
+            Review.objects.select_for_update(of=("self",), no_key=True)
             .select_related("thread", "handling")
             .filter(pk=pk)
             .first()
@@ -171,7 +171,9 @@ def apply_deadlines(pks: list[int], now: datetime.datetime) -> dict[str, int]:
     with transaction.atomic(), events_batched():
         locked = {
             review.pk: review
-            for review in Review.objects.select_for_update(of=("self",), skip_locked=True)
+            for review in Review.objects.select_for_update(
+                of=("self",), skip_locked=True, no_key=True
+            )
             .select_related("thread")
             .filter(pk__in=pks, status=rules.PENDING)
         }

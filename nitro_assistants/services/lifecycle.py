@@ -98,7 +98,7 @@ def supersede(review: Review, *, reason: str, actor: Any = None) -> Review:
 def supersede_pending_review(thread: Any, *, reason: str, actor: Any = None) -> Review | None:
     """Supersede the thread's pending review, if any. The caller holds the thread's lock."""
     review = (
-        Review.objects.select_for_update()
+        Review.objects.select_for_update(no_key=True)
         .filter(thread=thread, status=Review.Status.PENDING)
         .select_related("thread")
         .first()

@@ -114,7 +114,11 @@ def execute_plan_step(step: StepResult | int) -> StepResult:
     that is not pending is left alone."""
     pk = step.pk if isinstance(step, StepResult) else step
     with transaction.atomic():
-        result = StepResult.objects.select_for_update().select_related("review__thread").get(pk=pk)
+        result = (
+            StepResult.objects.select_for_update(no_key=True)
+            .select_related("review__thread")
+            .get(pk=pk)
+        )
         if result.status != StepResult.Status.PENDING:
             return result
         review = result.review
@@ -143,7 +147,9 @@ def execute_plan_step(step: StepResult | int) -> StepResult:
         except Exception as exc:  # an operation's failure is the step's outcome, never a crash
             error = str(exc) or exc.__class__.__name__
     with transaction.atomic():
-        review = Review.objects.select_for_update().select_related("thread").get(pk=review.pk)
+        review = (
+            Review.objects.select_for_update(no_key=True).select_related("thread").get(pk=review.pk)
+        )
         result = StepResult.objects.select_for_update().get(pk=pk)
         if result.status != StepResult.Status.RUNNING:
             return result

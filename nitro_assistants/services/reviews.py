@@ -309,7 +309,7 @@ def _locked_for_decision(pk: Any, user: Any) -> Review:
 
 
 def _deciding_reviews() -> QuerySet[Review]:
-    reviews = Review.objects.select_for_update(of=("self",)).select_related(
+    reviews = Review.objects.select_for_update(of=("self",), no_key=True).select_related(
         "thread", "decision", "handling"
     )
     connection = connections[router.db_for_write(Review)]
@@ -362,7 +362,11 @@ def dismiss(review: Review | int, user: Any, *, via: Channel = None) -> Review:
     """
     pk = review.pk if isinstance(review, Review) else review
     with transaction.atomic(), events_batched():
-        locked = Review.objects.select_for_update(of=("self",)).select_related("thread").get(pk=pk)
+        locked = (
+            Review.objects.select_for_update(of=("self",), no_key=True)
+            .select_related("thread")
+            .get(pk=pk)
+        )
         if via is not None and not (
             getattr(user, "is_authenticated", False) and user.has_perm(DECIDE_PERMISSION)
         ):

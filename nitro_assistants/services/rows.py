@@ -5,10 +5,10 @@ Why (issue 21): a review flow's locked reads (``select_for_update(...).select_re
 ``get_select``, ``setup_query``) than in PostgreSQL. A :class:`Read` compiles its queryset once
 per database connection, with stand-in values for the parameters, and afterwards only executes
 that SQL and builds the instances the way ``QuerySet.get()`` does: the same single statement,
-the same locks (``FOR UPDATE OF`` the tables the queryset names; none on SQLite, which Django
-drops it for), the related objects ``select_related`` attaches (a missing reverse one-to-one
-raises ``DoesNotExist`` on access, as before), the annotations, and ``DoesNotExist`` for a
-missing row.
+the same locks (``FOR UPDATE OF`` the tables the queryset names, ``FOR NO KEY UPDATE OF`` when
+it asks for ``no_key``; none on SQLite, which Django drops it for), the related objects
+``select_related`` attaches (a missing reverse one-to-one raises ``DoesNotExist`` on access, as
+before), the annotations, and ``DoesNotExist`` for a missing row.
 
 It relies on what ``ModelIterable`` itself uses (``compiler.select``/``klass_info``/
 ``get_converters``, ``get_related_populators``); a queryset with ``prefetch_related``, deferred

@@ -39,7 +39,7 @@ ENDED_REMOTE_STATUSES = frozenset({"success", "interrupted"})
 
 #: A run locked (only its row) with its thread: compiled once (:mod:`.rows`, issue 21).
 _LOCKED_RUN = rows.Read(
-    lambda: Run.objects.select_for_update(of=("self",)).select_related("thread")
+    lambda: Run.objects.select_for_update(of=("self",), no_key=True).select_related("thread")
 )
 
 
@@ -91,7 +91,7 @@ def start_run(
             )
             record_event(thread, "thread_opened", actor=user, assistant_key=thread.assistant_key)
         else:
-            thread = Thread.objects.select_for_update().get(pk=thread.pk)
+            thread = Thread.objects.select_for_update(no_key=True).get(pk=thread.pk)
             if context is not None:
                 thread.context = context
                 changed.append("context")
@@ -484,7 +484,7 @@ def collect_turn(run: Run | uuid.UUID | str, *, wait: bool = True) -> Run:
         run = _LOCKED_RUN.get(pk)
         if run.finished:  # the webhook and the poll both arrived: mirror once
             return run
-        thread = Thread.objects.select_for_update().get(pk=run.thread_id)
+        thread = Thread.objects.select_for_update(no_key=True).get(pk=run.thread_id)
         record_result(thread, run, result, messages)
     return run
 

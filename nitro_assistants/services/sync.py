@@ -10,6 +10,7 @@ from django.utils import timezone
 from nitro_assistants.exceptions import ThreadNotCreatedError, ThreadStateError
 from nitro_assistants.models import Run, Thread
 from nitro_assistants.services import clients
+from nitro_assistants.services.audit import events_batched
 from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.mirror import mirror_pending
 
@@ -33,8 +34,12 @@ def sync_thread(thread: Thread | int) -> Thread:
     pending = assistant.under_review(thread_id=thread_id)
     values = state.get("values") or {}
     messages = list(values.get("messages") or [])
-    with transaction.atomic():
-        thread = Thread.objects.select_for_update().get(pk=pk)
+    # The events go last, in one statement, as a run's mirror writes them: the chain's head is
+    # locked after the claim a revision moves (a take-over holding that claim appends to the
+    # chain next: the other order deadlocks). FOR NO KEY UPDATE: the rows that reference the
+    # thread (a take-over's event) are not held up by its lock.
+    with transaction.atomic(), events_batched():
+        thread = Thread.objects.select_for_update(no_key=True).get(pk=pk)
         thread.values = {"messages": messages}
         if pending is not None:
             thread.status = Thread.Status.INTERRUPTED

@@ -117,6 +117,27 @@ def thread(opener: User) -> Thread:
 InteractionMaker = Callable[..., Review]
 
 
+def pause(
+    kind: str, content: Any, interaction_id: str = "int-1", title: str = "Please decide"
+) -> PendingReview:
+    """The server's pause on an interaction (a new interrupt id each time)."""
+    interrupt_id = uuid.uuid4().hex
+    key = {"question": "questions", "blueprint": "blueprint", "plan": "plan"}[kind]
+    return PendingReview(
+        kind=kind,
+        interrupt_id=interrupt_id,
+        interrupt_ids=[interrupt_id],
+        interaction={
+            "interactionId": interaction_id,
+            "kind": kind,
+            "title": title,
+            "summary": "Because the customer asked.",
+            key: content,
+        },
+        mode="interaction",
+    )
+
+
 @pytest.fixture
 def interaction(thread: Thread) -> InteractionMaker:
     """Mirror a pause on an interaction, as a run that paused on it would."""
@@ -129,24 +150,10 @@ def interaction(thread: Thread) -> InteractionMaker:
         title: str = "Please decide",
     ) -> Review:
         target = on or thread
-        interrupt_id = uuid.uuid4().hex
-        key = {"question": "questions", "blueprint": "blueprint", "plan": "plan"}[kind]
-        pending = PendingReview(
-            kind=kind,
-            interrupt_id=interrupt_id,
-            interrupt_ids=[interrupt_id],
-            interaction={
-                "interactionId": interaction_id,
-                "kind": kind,
-                "title": title,
-                "summary": "Because the customer asked.",
-                key: content,
-            },
-            mode="interaction",
-        )
+        pending = pause(kind, content, interaction_id, title)
         with transaction.atomic():
             review = mirror_pending(
-                Thread.objects.select_for_update().get(pk=target.pk), None, pending
+                Thread.objects.select_for_update(no_key=True).get(pk=target.pk), None, pending
             )
         assert review is not None
         return review
