@@ -16,6 +16,7 @@ from django.test import Client
 from nitro_assistants import operations, services, tasks
 from nitro_assistants.client import PendingReview
 from nitro_assistants.models import ApiKey, Review, Thread
+from nitro_assistants.services.audit import events_batched
 from nitro_assistants.services.mirror import mirror_pending
 from nitro_assistants.testing import FakeAssistant, fake_assistants
 from tests.core.conftest import celery_worker, proxy, server_settings
@@ -151,7 +152,8 @@ def interaction(thread: Thread) -> InteractionMaker:
     ) -> Review:
         target = on or thread
         pending = pause(kind, content, interaction_id, title)
-        with transaction.atomic():
+        # As a run's mirror (record_result) and sync_thread call it: the events in one batch.
+        with transaction.atomic(), events_batched():
             review = mirror_pending(
                 Thread.objects.select_for_update(no_key=True).get(pk=target.pk), None, pending
             )

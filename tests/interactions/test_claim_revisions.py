@@ -96,11 +96,10 @@ def test_a_take_over_racing_the_revision_is_the_claim_that_moves(
     taken = threading.Event()
 
     def take_over() -> None:
-        # What claim_review(take_over=True) writes under the claim's row lock (its audit event
-        # aside: that one waits on the thread's chain, which the mirror holds too).
+        # The real take-over, its audit event included, committed a moment later.
         try:
             with transaction.atomic():
-                Claim.objects.select_for_update().filter(review=first).update(user=sam)
+                claims.claim_review(first, sam, take_over=True)
                 taken.set()
                 time.sleep(1)  # the revision arrives meanwhile, and waits for this commit
         finally:
