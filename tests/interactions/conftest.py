@@ -57,6 +57,8 @@ BLUEPRINT = {
     "gaps": [],
     "outputs": ["appointment"],
 }
+#: The blueprint revised: another revision of the same interaction.
+REVISED = {**BLUEPRINT, "environment": "production"}
 
 
 def plan(*steps: dict[str, Any]) -> dict[str, Any]:
@@ -87,6 +89,16 @@ DAY_FIELD = {
     "required": True,
     "help": "",
 }
+
+
+@pytest.fixture
+def jane(db: Any) -> User:
+    return User.objects.create_user("jane", is_staff=True)
+
+
+@pytest.fixture
+def sam(db: Any) -> User:
+    return User.objects.create_user("sam", is_staff=True)
 
 
 @pytest.fixture

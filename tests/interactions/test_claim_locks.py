@@ -23,26 +23,15 @@ from nitro_assistants.models import AuditChain, Claim, Event, Review, Run, Threa
 from nitro_assistants.services import claims, runs
 from nitro_assistants.testing import FakeAssistant, run_result
 from tests.core.conftest import enqueued, wait_for
-from tests.interactions.conftest import BLUEPRINT, QUESTIONS, InteractionMaker, pause
+from tests.interactions.conftest import BLUEPRINT, QUESTIONS, REVISED, InteractionMaker, pause
 
 __all__ = ["enqueued"]
 
-REVISED = {**BLUEPRINT, "environment": "production"}
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.postgresql("row locks and foreign-key checks; SQLite has neither"),
 ]
-
-
-@pytest.fixture
-def jane(db: Any) -> User:
-    return User.objects.create_user("jane", is_staff=True)
-
-
-@pytest.fixture
-def sam(db: Any) -> User:
-    return User.objects.create_user("sam", is_staff=True)
 
 
 # -- a take-over racing a mirror that revises the interaction: no deadlock ---------------------
@@ -75,6 +64,34 @@ def _started(results: dict[str, Any], name: str, job: Callable[[], Any]) -> thre
     worker = threading.Thread(target=run)
     worker.start()
     return worker
+
+
+def _meet(
+    hold: Callable[[], Any],
+    first: tuple[str, Callable[[], Any]],
+    second: tuple[str, Callable[[], Any]],
+    *,
+    second_may_finish: bool = False,
+) -> dict[str, Any]:
+    """Hold a row lock in the test's connection (``hold``) while ``first`` starts and waits for
+    it, then ``second`` starts and blocks too (or finishes, ``second_may_finish``); let go, and
+    return what each returned. Neither may hang or raise: a deadlock would abort one."""
+    results: dict[str, Any] = {}
+    with transaction.atomic():
+        hold()
+        workers = [_started(results, *first)]
+        wait_for(lambda: _blocked() >= 1, timeout=10, interval=0.05)
+        workers.append(_started(results, *second))
+        wait_for(
+            lambda: (second_may_finish and second[0] in results) or _blocked() >= 2,
+            timeout=10,
+            interval=0.05,
+        )
+    for worker in workers:
+        worker.join(30)
+    assert not [w for w in workers if w.is_alive()]
+    assert not [r for r in results.values() if isinstance(r, Exception)], results
+    return results
 
 
 def _mirror_revision(how: str, thread: Any, fake: FakeAssistant) -> Callable[[], Any]:
@@ -110,23 +127,15 @@ def test_a_take_over_while_the_thread_is_locked_for_a_revision_does_not_deadlock
     would abort one ("deadlock detected"). FOR NO KEY UPDATE lets the key check through."""
     first = interaction("blueprint", BLUEPRINT)
     claims.claim_review(first, jane)
-    mirror = _mirror_revision(how, thread, fake)
-    results: dict[str, Any] = {}
-    with transaction.atomic():
+    _meet(
         # Another writer of the old revision, a moment longer: the mirror, holding the thread,
-        # waits for it to supersede the revision (before it moves the claim).
-        Review.objects.select_for_update(no_key=True).get(pk=first.pk)
-        workers = [_started(results, "mirror", mirror)]
-        wait_for(lambda: _blocked() >= 1, timeout=10, interval=0.05)
-        workers.append(
-            _started(results, "take_over", lambda: claims.claim_review(first, sam, take_over=True))
-        )
-        # The take-over gets its claim, and writes its event (or waits for the thread).
-        wait_for(lambda: "take_over" in results or _blocked() >= 2, timeout=10, interval=0.05)
-    for worker in workers:
-        worker.join(30)
-    assert not [w for w in workers if w.is_alive()]
-    assert not [r for r in results.values() if isinstance(r, Exception)], results
+        # waits for it to supersede the revision (before it moves the claim). The take-over
+        # then gets its claim, and writes its event (or waits for the thread).
+        lambda: Review.objects.select_for_update(no_key=True).get(pk=first.pk),
+        ("mirror", _mirror_revision(how, thread, fake)),
+        ("take_over", lambda: claims.claim_review(first, sam, take_over=True)),
+        second_may_finish=True,
+    )
     second = Review.objects.get(thread=thread, revision=2)
     # The take-over committed first: Sam's claim is the one that moved.
     assert Claim.objects.get(review=second).user == sam
@@ -141,21 +150,13 @@ def test_a_take_over_while_a_sync_appends_to_the_chain_does_not_deadlock(
     a deadlock. The sync writes its events last, as a run's mirror does."""
     first = interaction("blueprint", BLUEPRINT)
     claims.claim_review(first, jane)
-    mirror = _mirror_revision("sync_thread", thread, fake)
-    results: dict[str, Any] = {}
-    with transaction.atomic():
+    _meet(
         # Another writer of the thread's audit chain, a moment longer.
-        AuditChain.objects.select_for_update().get(chain=str(thread.thread_id))
-        workers = [_started(results, "sync", mirror)]
-        wait_for(lambda: _blocked() >= 1, timeout=10, interval=0.05)
-        workers.append(
-            _started(results, "take_over", lambda: claims.claim_review(first, sam, take_over=True))
-        )
-        wait_for(lambda: "take_over" in results or _blocked() >= 2, timeout=10, interval=0.05)
-    for worker in workers:
-        worker.join(30)
-    assert not [w for w in workers if w.is_alive()]
-    assert not [r for r in results.values() if isinstance(r, Exception)], results
+        lambda: AuditChain.objects.select_for_update().get(chain=str(thread.thread_id)),
+        ("sync", _mirror_revision("sync_thread", thread, fake)),
+        ("take_over", lambda: claims.claim_review(first, sam, take_over=True)),
+        second_may_finish=True,
+    )
     second = Review.objects.get(thread=thread, revision=2)
     assert Claim.objects.filter(review=second).exists()
 
@@ -168,20 +169,12 @@ def test_a_first_claim_while_a_new_message_supersedes_the_review_does_not_deadlo
     (``start_run``) locks the thread and the pending review, then appends its events: held
     FOR UPDATE, the claim's key checks would wait for it while it waits for the chain's head."""
     first = interaction("question", QUESTIONS)
-    results: dict[str, Any] = {}
-    with transaction.atomic():
+    _meet(
         # Another writer of the thread's audit chain, a moment longer.
-        AuditChain.objects.select_for_update().get(chain=str(thread.thread_id))
-        workers = [_started(results, "claim", lambda: claims.claim_review(first, jane))]
-        wait_for(lambda: _blocked() >= 1, timeout=10, interval=0.05)
-        workers.append(
-            _started(results, "message", lambda: services.start_run(thread, "Friday, please"))
-        )
-        wait_for(lambda: _blocked() >= 2, timeout=10, interval=0.05)
-    for worker in workers:
-        worker.join(30)
-    assert not [w for w in workers if w.is_alive()]
-    assert not [r for r in results.values() if isinstance(r, Exception)], results
+        lambda: AuditChain.objects.select_for_update().get(chain=str(thread.thread_id)),
+        ("claim", lambda: claims.claim_review(first, jane)),
+        ("message", lambda: services.start_run(thread, "Friday, please")),
+    )
     assert Claim.objects.get(review=first).user == jane
     assert Review.objects.get(pk=first.pk).status == Review.Status.SUPERSEDED
     assert [name for name, _ in enqueued] == ["nitro_assistants.run_thread"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -18,19 +17,7 @@ from nitro_assistants.models import Claim, Review
 from nitro_assistants.services import claims
 from nitro_assistants.services.mirror import mirror_pending
 from nitro_assistants.testing import reply_review
-from tests.interactions.conftest import BLUEPRINT, QUESTIONS, InteractionMaker
-
-REVISED = {**BLUEPRINT, "environment": "production"}
-
-
-@pytest.fixture
-def jane(db: Any) -> User:
-    return User.objects.create_user("jane", is_staff=True)
-
-
-@pytest.fixture
-def sam(db: Any) -> User:
-    return User.objects.create_user("sam", is_staff=True)
+from tests.interactions.conftest import BLUEPRINT, QUESTIONS, REVISED, InteractionMaker
 
 
 @pytest.mark.django_db
