@@ -71,6 +71,17 @@ def fresh_policy_rules() -> None:
         caches["live"].delete(policies.STAMP_KEY)
 
 
+@pytest.fixture(autouse=True)
+def fresh_default_cache() -> None:
+    """Each test starts with an empty per-process cache (the API's rate-limit counters live
+    there). On SQLite a rolled-back test's API key id is given again to the next test's key, so
+    without this the counters of every earlier test in the minute added up on "one" key, and a
+    fast run failed the later API tests with 429."""
+    from django.core.cache import caches
+
+    caches["default"].clear()
+
+
 @pytest.fixture(scope="session")
 def langgraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangGraphServer]:
     """The real LangGraph Agent Server running the graphs of tests/graphs/agents.py."""
