@@ -65,8 +65,9 @@ def _converters(model: type[Any], connection: Any) -> list[tuple[Any, list[Any]]
 
 
 def instances(model: type[M], fetched: Sequence[Any], connection: Any) -> list[M]:
-    """Rows of ``model``'s concrete columns, in order (``SELECT table.*``), as instances read
-    from ``connection``'s database: what a raw queryset builds, without its per-query set-up."""
+    """Rows of ``model``'s concrete columns in the model's field order (named in the SELECT:
+    a table's own order can differ, after a migration added a column) as instances read from
+    ``connection``'s database: what a raw queryset builds, without its per-query set-up."""
     names = [f.attname for f in model._meta.concrete_fields]
     return [
         model.from_db(connection.alias, names, converted(model, row, connection)) for row in fetched
