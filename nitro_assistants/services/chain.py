@@ -150,15 +150,16 @@ class Gate:
     returned: Any = None
 
 
-def append_gated(events: list[Event], gate: Gate) -> bool:
+def append_gated(events: list[Event], gate: Gate, held: list[writes.Write] | None = None) -> bool:
     """PostgreSQL, one existing chain: ``gate``'s write and, when it wrote (``gate.condition``),
-    ``events`` appended, in one statement (atomic without a transaction). False when nothing
-    was appended: the gate did not write (or wrote, for a chain without a head: the caller's
-    gate should write only when the head exists)."""
+    ``events`` appended and the ``held`` row writes made (:mod:`.writes`), in one statement
+    (atomic without a transaction). False when nothing was written: the gate did not write (or
+    wrote, for a chain without a head: the caller's gate should write only when the head
+    exists)."""
     db = router.db_for_write(Event)
     key = chain_of(events[0])
     assert all(chain_of(e) == key for e in events) and not _is_new(events)
-    if not _append_linked(db, key, events, [], gate):
+    if not _append_linked(db, key, events, list(held or []), gate):
         return False
     changes.changed(using=db)
     return True
@@ -178,7 +179,8 @@ def _append_linked(
     the head's, as when each was a statement of its own."""
     connection = connections[db]
     qn = connection.ops.quote_name
-    ctes, params = writes.ctes(db, held)
+    # Behind a gate, the held writes are made only when it wrote.
+    ctes, params = writes.ctes(db, held, only_if=gate.condition if gate is not None else "")
     after = f" AND {writes.written(len(held))} >= 0" if held else ""
     if gate is not None:
         ctes, params = gate.ctes + ctes, gate.params + params

@@ -31,6 +31,9 @@ from typing import Any, TypeVar
 from django.db import DatabaseError, connections, router
 from django.db.models import Model
 
+from nitro_assistants.exceptions import UsageError
+from nitro_assistants.services.rows import cast
+
 M = TypeVar("M", bound=Model)
 
 #: The writes queued by the current batch, or None outside one (or where nothing is queued).
@@ -54,6 +57,8 @@ class Queue:
     writes: dict[tuple[type[Model], Any], Write] = field(default_factory=dict)
     #: True while the queue's own statement is sent (the wrapper lets it through).
     sending: bool = False
+    #: Sent only by the caller's own statement (:func:`queued`, ``held``).
+    held: bool = False
 
     def take(self) -> list[Write]:
         writes = list(self.writes.values())
@@ -69,22 +74,28 @@ def _queue_for(db: str) -> Queue | None:
 
 
 @contextmanager
-def queued(db: str) -> Iterator[Queue | None]:
+def queued(db: str, *, held: bool = False) -> Iterator[Queue | None]:
     """Queue the writes made inside (on ``db``, PostgreSQL, in a transaction) until the block
     ends; the caller sends what is left (``Queue.take``) with its own statement or with
     :func:`send` before the block ends. Nested blocks share the outermost queue. Only inside a
     transaction, which outlives the block: what is queued commits with what was sent. A block
     that raises with writes queued sends them anyway (each had been sent when it was made),
-    unless the database raised (the transaction is lost then)."""
+    unless the database raised (the transaction is lost then).
+
+    ``held``: in a transaction or not, nothing is sent before the caller's one statement: any
+    other statement while writes are queued raises :class:`UsageError`, and a block that raises
+    sends nothing (the caller's statement writes all or nothing: a compare-and-set)."""
     connection = connections[db]
     if (
         _queue.get() is not None
         or connection.vendor != "postgresql"
-        or not connection.in_atomic_block
+        or not (held or connection.in_atomic_block)
     ):
+        if held:
+            raise UsageError("held writes need PostgreSQL and a batch of their own")
         yield None
         return
-    queue = Queue(db=db)
+    queue = Queue(db=db, held=held)
     token = _queue.set(queue)
     reset = False
     try:
@@ -96,7 +107,10 @@ def queued(db: str) -> Iterator[Queue | None]:
     except BaseException:
         _queue.reset(token)
         reset = True
-        send(queue.db, queue.take())
+        if held:
+            queue.take()
+        else:
+            send(queue.db, queue.take())
         raise
     finally:
         if not reset:
@@ -106,6 +120,8 @@ def queued(db: str) -> Iterator[Queue | None]:
 def _send_first(queue: Queue) -> Any:
     def wrapper(execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
         if queue.writes and not queue.sending:
+            if queue.held:
+                raise UsageError(f"a statement was sent while held writes wait: {sql[:80]}")
             send(queue.db, queue.take())
         return execute(sql, params, many, context)
 
@@ -166,9 +182,13 @@ def insert(instance: M) -> M:
     return instance
 
 
-def ctes(db: str, writes: list[Write], prefix: str = "w") -> tuple[list[str], list[Any]]:
+def ctes(
+    db: str, writes: list[Write], prefix: str = "w", *, only_if: str = ""
+) -> tuple[list[str], list[Any]]:
     """The queued ``writes`` as CTEs named ``{prefix}0``, ``{prefix}1``, ... (each ``RETURNING
-    1``) and their parameters, in order."""
+    1``) and their parameters, in order. ``only_if``: an SQL condition (no parameters) each
+    write is made under, none when it is false (an INSERT's values are then a SELECT, each
+    cast to its column's type)."""
     connection = connections[db]
     qn = connection.ops.quote_name
     sqls: list[str] = []
@@ -176,21 +196,50 @@ def ctes(db: str, writes: list[Write], prefix: str = "w") -> tuple[list[str], li
     for i, write in enumerate(writes):
         table = qn(write.model._meta.db_table)
         columns = list(write.values)
-        if write.insert:
+        if write.insert and only_if:
+            by_column = {str(f.column): f for f in write.model._meta.concrete_fields}
+            values = ", ".join(cast(by_column[c], connection) for c in columns)
+            sql = (
+                f"INSERT INTO {table} ({', '.join(qn(c) for c in columns)}) "
+                f"SELECT {values} WHERE {only_if} RETURNING 1"
+            )
+            params.extend(write.values.values())
+        elif write.insert:
             sql = (
                 f"INSERT INTO {table} ({', '.join(qn(c) for c in columns)}) "  # noqa: S608
                 f"VALUES ({', '.join(['%s'] * len(columns))}) RETURNING 1"
             )
             params.extend(write.values.values())
         else:
-            pk_field = write.model._meta.pk
-            assert pk_field is not None
-            sets = ", ".join(f"{qn(c)} = %s" for c in columns)
-            sql = f"UPDATE {table} SET {sets} WHERE {qn(str(pk_field.column))} = %s RETURNING 1"  # noqa: S608
-            params.extend(write.values.values())
-            params.append(pk_field.get_db_prep_value(pk_field.to_python(write.pk), connection))
+            sql, update_params = update(db, write, only_if=only_if)
+            params.extend(update_params)
         sqls.append(f"{prefix}{i} AS ({sql})")
     return sqls, params
+
+
+def update(
+    db: str, write: Write, *, expect: dict[str, Any] | None = None, only_if: str = ""
+) -> tuple[str, list[Any]]:
+    """The UPDATE of a queued write by primary key (``RETURNING 1``) and its parameters; with
+    ``expect`` (column name → value prepared for the database) only while the row still holds
+    those values: a compare-and-set, which writes nothing when another writer moved the row
+    first (PostgreSQL checks the condition again on the row as that writer left it)."""
+    assert not write.insert
+    connection = connections[db]
+    qn = connection.ops.quote_name
+    pk_field = write.model._meta.pk
+    assert pk_field is not None
+    sets = ", ".join(f"{qn(c)} = %s" for c in write.values)
+    params = [*write.values.values()]
+    params.append(pk_field.get_db_prep_value(pk_field.to_python(write.pk), connection))
+    where = f"{qn(str(pk_field.column))} = %s"
+    for column, value in (expect or {}).items():
+        where += f" AND {qn(column)} = %s"
+        params.append(value)
+    if only_if:
+        where += f" AND {only_if}"
+    table = qn(write.model._meta.db_table)
+    return f"UPDATE {table} SET {sets} WHERE {where} RETURNING 1", params  # noqa: S608
 
 
 def written(count: int) -> str:
