@@ -453,15 +453,23 @@ def _rewrite(review: Review, content: Mapping[str, Any], user: Any) -> None:
     )
 
 
-def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gate:
-    """Apply the review's handling to a person's decision (the review's row lock held).
+@dataclasses.dataclass
+class _Plan:
+    """What :func:`gate` will do with a decision, found without writing anything."""
 
-    Code that is not a person (a policy, a deadline, the host project's own code with no user)
-    passes through: it brings its own authority. Raises ``PolicyForbiddenError`` (not in the
-    rule's group; one's own assistant's action) and ``InteractionDecisionError`` (a mixed
-    decision on a quorum review)."""
+    #: The decision goes through as it is, and nothing else is written.
+    plain: bool
+    required: int = 1
+    edited: bool = False
+    content: dict[str, Any] | None = None
+    #: The handling an edit calls for, when stricter than the review's.
+    after: Any = None
+
+
+def _plan(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> _Plan:
+    """The checks of :func:`gate` (raising its errors) and what it will do, without writing."""
     if not _person(user) or review.kind not in rules.REVIEW_KINDS:
-        return Gate(decision=dict(cleaned))
+        return _Plan(plain=True)
     try:
         row: ReviewHandling | None = review.handling
     except ReviewHandling.DoesNotExist:
@@ -477,7 +485,7 @@ def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gat
     actions = _actions(cleaned)
     runs = [a for a in actions if a in RUNS]
     if not runs:  # a rejection ends it, whatever the quorum
-        return Gate(decision=dict(cleaned))
+        return _Plan(plain=True)
     if separated(review, required) and own_action(user, review):
         raise PolicyForbiddenError(
             "You started this conversation: someone else must approve its assistant's actions"
@@ -496,6 +504,34 @@ def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gat
             evaluate(review, tool_calls=content["tool_calls"], reply=content["reply"]),
         )
         if after is not current:
+            return _Plan(plain=False, required=required, edited=True, content=content, after=after)
+        return _Plan(plain=required <= 1, required=required, edited=True, content=content)
+    return _Plan(plain=required <= 1, required=required)
+
+
+def plain(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> bool:
+    """True when :func:`gate` lets the decision through as it is and writes nothing else (no
+    quorum, no stricter handling after an edit): it may then be recorded by one
+    compare-and-set statement instead of under the review's lock. Raises :func:`gate`'s
+    errors."""
+    return _plan(review, user, cleaned, via).plain
+
+
+def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gate:
+    """Apply the review's handling to a person's decision (the review's row lock held).
+
+    Code that is not a person (a policy, a deadline, the host project's own code with no user)
+    passes through: it brings its own authority. Raises ``PolicyForbiddenError`` (not in the
+    rule's group; one's own assistant's action) and ``InteractionDecisionError`` (a mixed
+    decision on a quorum review)."""
+    plan = _plan(review, user, cleaned, via)
+    if plan.plain:
+        return Gate(decision=dict(cleaned))
+    required = plan.required
+    if plan.edited:
+        assert plan.content is not None
+        after = plan.after
+        if after is not None:
             if after.action == policies.AUTO_REJECT:
                 give_handling(review, after, actor=user, why="edited")
                 actor = PolicyActor("policy", after)
@@ -504,16 +540,14 @@ def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gat
                 return Gate(decision={"reply": None, "tool_calls": None, **decision}, actor=actor)
             give_handling(review, after, actor=user, why="edited")
             required = after.approvals
-        if required <= 1:
-            return Gate(decision=dict(cleaned))
-        _rewrite(review, content, user)
-    elif required <= 1:
-        return Gate(decision=dict(cleaned))
+            if required <= 1:
+                return Gate(decision=dict(cleaned))
+        _rewrite(review, plan.content, user)
     approval, created = Approval.objects.get_or_create(
         review=review,
         user=user,
         digest=review.digest,
-        defaults={"revision": review.revision, "edited": edited, "at": timezone.now()},
+        defaults={"revision": review.revision, "edited": plan.edited, "at": timezone.now()},
     )
     if not created:  # the same person never counts twice
         return Gate(approval=approval)
