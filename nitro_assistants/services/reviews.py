@@ -31,9 +31,15 @@ from nitro_assistants.exceptions import (
     ReviewSupersededError,
     ThreadResumptionError,
 )
-from nitro_assistants.models import Approval, Decision, Review, Run, Thread
-from nitro_assistants.services import clients, rows, writes
-from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
+from nitro_assistants.models import Approval, Decision, Review, ReviewHandling, Run, Thread
+from nitro_assistants.services import chain, clients, commits, policies, rows, writes
+from nitro_assistants.services.audit import (
+    batching,
+    events_batched,
+    events_held,
+    record_event,
+    send_on_commit,
+)
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.errors import clean_error
@@ -247,6 +253,10 @@ def decide(
     shown = review if isinstance(review, Review) else None
     if not isinstance(decision, Mapping):
         raise InteractionDecisionError("The decision must be an object")
+    if _set_first(user, decision):
+        recorded = _decide_by_compare_and_set(pk, user, decision, shown, via)
+        if recorded is not None:
+            return recorded
     with transaction.atomic(), events_batched():
         locked = _locked_for_decision(pk, user)
         if not may_decide(user, locked, via):
@@ -266,37 +276,157 @@ def decide(
                     field="interrupt_id",
                 )
             return decide_interaction(locked, user, body)
-        stamp = _shown_stamp(decision, shown)
-        try:
-            cleaned = validate_decision(locked, decision)
-        except ThreadResumptionError:
-            if locked.status != Review.Status.PENDING:
-                raise _not_pending(locked) from None
-            raise
-        replay = _review_replay(locked, user, cleaned, stamp)
-        if replay is not None:
-            return replay
-        if locked.status != Review.Status.PENDING:
-            raise _not_pending(locked)
-        rules.check_stamp(
-            label=f"review #{locked.pk}",
-            revision=locked.revision,
-            digest=locked.digest,
-            status=locked.status,
-            shown_revision=stamp[0],
-            shown_digest=stamp[1],
-            interrupt_id=locked.interrupt_id,
-            shown_interrupt_id=(
-                str(decision["interrupt_id"])
-                if decision.get("interrupt_id") and locked.kind not in rules.DIALECT_KINDS
-                else None  # inbox/interrupt: the id names one of the pauses, checked above
-            ),
-        )
-        passed = gate(locked, user, cleaned, via)  # policies: quorum, groups, edits
+        checked = _checked(locked, user, decision, shown)
+        if isinstance(checked, Decision):
+            return checked
+        passed = gate(locked, user, checked, via)  # policies: quorum, groups, edits
         if passed.approval is not None:
             return passed.approval
         assert passed.decision is not None
         return _record(locked, passed.actor or user, passed.decision)
+
+
+def _checked(
+    review: Review, user: Any, decision: Mapping[str, Any], shown: Review | None
+) -> Decision | dict[str, Any]:
+    """A review decision (not an interaction's) checked against ``review`` as read: the same
+    person's same decision already recorded (returned), or the decision cleaned. Raises
+    ``ReviewNotPendingError``, ``InteractionConflictError`` (the review moved on since it was
+    shown) and ``ThreadResumptionError`` (the decision does not fit)."""
+    stamp = _shown_stamp(decision, shown)
+    try:
+        cleaned = validate_decision(review, decision)
+    except ThreadResumptionError:
+        if review.status != Review.Status.PENDING:
+            raise _not_pending(review) from None
+        raise
+    replay = _review_replay(review, user, cleaned, stamp)
+    if replay is not None:
+        return replay
+    if review.status != Review.Status.PENDING:
+        raise _not_pending(review)
+    rules.check_stamp(
+        label=f"review #{review.pk}",
+        revision=review.revision,
+        digest=review.digest,
+        status=review.status,
+        shown_revision=stamp[0],
+        shown_digest=stamp[1],
+        interrupt_id=review.interrupt_id,
+        shown_interrupt_id=(
+            str(decision["interrupt_id"])
+            if decision.get("interrupt_id") and review.kind not in rules.DIALECT_KINDS
+            else None  # inbox/interrupt: the id names one of the pauses, checked above
+        ),
+    )
+    return dict(cleaned)
+
+
+def _set_first(user: Any, decision: Mapping[str, Any]) -> bool:
+    """Whether :func:`decide` tries the compare-and-set first: PostgreSQL, a person, a review
+    decision (an interaction's body names its ``decision``: those take the lock at once), and
+    no batch of the caller's own around it (its writes would have to ride on the same
+    statement)."""
+    connection = connections[router.db_for_write(Review)]
+    return (
+        connection.vendor == "postgresql"
+        and bool(getattr(user, "pk", None))
+        and getattr(getattr(type(user), "groups", None), "through", None) is not None
+        and "decision" not in decision
+        and not batching()
+    )
+
+
+def _decide_by_compare_and_set(
+    pk: Any, user: Any, decision: Mapping[str, Any], shown: Review | None, via: Channel
+) -> Decision | None:
+    """:func:`decide` without the review's lock, for the decision most are (a person's, that
+    the review's handling lets through as it is): the review read (one statement, what the
+    locked read reads), everything checked, then the decision, its resume run, the review's
+    status and their events in one statement that writes only while the review is still the
+    one read (pending, same revision and digest) and so is its policy handling: a
+    compare-and-set (:func:`_unchanged_gate`). Two statements where the lock takes four
+    (BEGIN, the locked read, the writes, COMMIT).
+
+    None when the lock must decide after all: a quorum, an edit that calls for a stricter
+    handling, an interaction, or a review another writer moved between the read and the write
+    (decided, superseded, revised, escalated). Nothing was written then, and nothing was sent:
+    the Celery work and the signals wait for the statement (:func:`.commits.held`). The id read
+    for the decision is then a gap in the ids."""
+    through = type(user).groups.through
+    read = _deciding_read(through, locked=False).get(pk, user.pk)
+    if not may_decide(user, read, via):
+        raise _forbidden(read, via)
+    if read.kind in rules.INTERACTION_KINDS:
+        return None
+    checked = _checked(read, user, decision, shown)
+    if isinstance(checked, Decision):
+        return checked
+    if not policies.plain(read, user, checked, via):
+        return None
+    db = router.db_for_write(Review)
+    with commits.held() as callbacks:
+        with events_held(db) as held:
+            record = _record(read, user, checked)
+        gate = _unchanged_gate(db, read, held.take(Review, read.pk))
+        if not chain.append_gated(held.events, gate, held.writes):
+            return None
+    commits.run(callbacks)
+    return record
+
+
+def _unchanged_gate(db: str, read: Review, status_write: writes.Write) -> chain.Gate:
+    """The compare-and-set of :func:`_decide_by_compare_and_set`: the review's status written
+    only while the review is as read (pending, the same revision and digest) and so is its
+    policy handling (the same rule, action, quorum, group and stage: a deadline's escalation
+    changes the group). The review's row is locked first, then the handling's, as every other
+    writer of both takes them; each locked read is checked again on the row as a writer that
+    held it left it, so a change committed meanwhile fails the gate instead of being missed."""
+    connection = connections[db]
+    qn = connection.ops.quote_name
+    reviews = qn(Review._meta.db_table)
+    handlings = qn(ReviewHandling._meta.db_table)
+    review_lock = (
+        f"review_lock AS MATERIALIZED (SELECT 1 FROM {reviews} WHERE {qn('id')} = %s "  # noqa: S608
+        f"AND {qn('status')} = %s AND {qn('revision')} = %s AND {qn('digest')} = %s "
+        "FOR NO KEY UPDATE)"
+    )
+    params: list[Any] = [read.pk, str(Review.Status.PENDING), read.revision, read.digest]
+    try:
+        handling: ReviewHandling | None = read.handling
+    except ReviewHandling.DoesNotExist:
+        handling = None
+    if handling is None:
+        handling_ok = (
+            "handling_ok AS MATERIALIZED (SELECT 1 WHERE EXISTS (SELECT 1 FROM review_lock) "  # noqa: S608
+            f"AND NOT EXISTS (SELECT 1 FROM {handlings} WHERE {qn('review_id')} = %s))"
+        )
+        params.append(read.pk)
+    else:
+        handling_ok = (
+            f"handling_ok AS MATERIALIZED (SELECT 1 FROM {handlings} "  # noqa: S608
+            f"WHERE {qn('review_id')} = %s AND {qn('policy_id')} IS NOT DISTINCT FROM %s "
+            f"AND {qn('action')} = %s AND {qn('approvals_required')} = %s "
+            f"AND {qn('group_id')} IS NOT DISTINCT FROM %s AND {qn('stage')} = %s "
+            "AND EXISTS (SELECT 1 FROM review_lock) FOR NO KEY UPDATE)"
+        )
+        params += [
+            read.pk,
+            handling.policy_id,
+            handling.action,
+            handling.approvals_required,
+            handling.group_id,
+            handling.stage,
+        ]
+    update, update_params = writes.update(
+        db, status_write, only_if="EXISTS (SELECT 1 FROM handling_ok)"
+    )
+    return chain.Gate(
+        ctes=[review_lock, handling_ok, f"decided_row AS ({update})"],
+        params=[*params, *update_params],
+        condition="EXISTS (SELECT 1 FROM decided_row)",
+        returning="1",
+    )
 
 
 def _locked_for_decision(pk: Any, user: Any) -> Review:
@@ -308,10 +438,10 @@ def _locked_for_decision(pk: Any, user: Any) -> Review:
     return _DECIDING.get(pk)
 
 
-def _deciding_reviews() -> QuerySet[Review]:
-    reviews = Review.objects.select_for_update(of=("self",), no_key=True).select_related(
-        "thread", "decision", "handling"
-    )
+def _deciding_reviews(locked: bool = True) -> QuerySet[Review]:
+    reviews = Review.objects.select_related("thread", "decision", "handling")
+    if locked:
+        reviews = reviews.select_for_update(of=("self",), no_key=True)
     connection = connections[router.db_for_write(Review)]
     if connection.vendor == "postgresql":
         # The id the decision will have (:data:`DECISION_ID`): inserted with the decision's
@@ -339,13 +469,14 @@ _RESUMING = rows.Read(
 
 
 @functools.cache
-def _deciding_read(through: type[Any]) -> rows.Read[Review]:
+def _deciding_read(through: type[Any], *, locked: bool = True) -> rows.Read[Review]:
     """:data:`_DECIDING` with ``reviewer_in_group``: whether the user (the one parameter) is in
-    the group of the review's handling, by the user model's groups table ``through``."""
+    the group of the review's handling, by the user model's groups table ``through``; without
+    the lock (``locked=False``) for the compare-and-set of :func:`decide`."""
 
     def build(user_pk: Any) -> QuerySet[Review]:
         member = through.objects.filter(user_id=user_pk, group_id=OuterRef("handling__group_id"))
-        return _deciding_reviews().annotate(reviewer_in_group=Exists(member))
+        return _deciding_reviews(locked).annotate(reviewer_in_group=Exists(member))
 
     return rows.Read(build, params=[through._meta.get_field("user")])
 
