@@ -296,3 +296,31 @@ def test_revised_by_a_writer_holding_the_row_is_checked_again_as_it_left_it(
     review.refresh_from_db()
     assert (review.status, review.revision) == (Review.Status.PENDING, 2)
     assert enqueued == [] and decided_signals == []
+
+
+def test_inside_the_callers_transaction_the_resume_waits_for_its_commit(
+    enqueued: list[int], decided_signals: list[int]
+) -> None:
+    """A host deciding inside its own transaction: the statement is part of it (the review's
+    row stays locked until it commits), and the resume and the signal wait for that commit."""
+    review = ReviewFactory()
+    jane = reviewer("jane")
+    with transaction.atomic():
+        decision = services.decide(review, jane, APPROVE, via="admin")
+        assert enqueued == [] and decided_signals == []
+        blocked = elsewhere(lambda: _decided_meanwhile(review.pk))
+        assert blocked == "locked"  # another decider waits for this transaction
+    assert enqueued == [decision.pk]
+    assert decided_signals == [review.pk]
+
+
+def _decided_meanwhile(pk: int) -> str:
+    """Whether the review's row is locked by another transaction (not waiting for it)."""
+    from django.db import OperationalError
+
+    try:
+        with transaction.atomic():
+            Review.objects.select_for_update(nowait=True).get(pk=pk)
+    except OperationalError:
+        return "locked"
+    return "free"
