@@ -331,7 +331,7 @@ def _set_first(user: Any, decision: Mapping[str, Any]) -> bool:
     return (
         connection.vendor == "postgresql"
         and bool(getattr(user, "pk", None))
-        and getattr(getattr(type(user), "groups", None), "through", None) is not None
+        and _groups_through(user) is not None
         and "decision" not in decision
         and not batching()
     )
@@ -353,8 +353,7 @@ def _decide_by_compare_and_set(
     (decided, superseded, revised, escalated). Nothing was written then, and nothing was sent:
     the Celery work and the signals wait for the statement (:func:`.commits.held`). The id read
     for the decision is then a gap in the ids."""
-    through = type(user).groups.through
-    read = _deciding_read(through, locked=False).get(pk, user.pk)
+    read = _deciding_read(_groups_through(user), locked=False).get(pk, user.pk)
     if not may_decide(user, read, via):
         raise _forbidden(read, via)
     if read.kind in rules.INTERACTION_KINDS:
@@ -432,10 +431,15 @@ def _unchanged_gate(db: str, read: Review, status_write: writes.Write) -> chain.
 def _locked_for_decision(pk: Any, user: Any) -> Review:
     """The review, locked, with what deciding it reads in the same statement: its thread, its
     decision (a replay), its policy handling and whether ``user`` is in the handling's group."""
-    through = getattr(getattr(type(user), "groups", None), "through", None)
+    through = _groups_through(user)
     if getattr(user, "pk", None) and through is not None:
         return _deciding_read(through).get(pk, user.pk)
     return _DECIDING.get(pk)
+
+
+def _groups_through(user: Any) -> Any:
+    """The user model's table of group memberships (``groups.through``), None without one."""
+    return getattr(getattr(type(user), "groups", None), "through", None)
 
 
 def _deciding_reviews(locked: bool = True) -> QuerySet[Review]:

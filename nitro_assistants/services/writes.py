@@ -217,13 +217,10 @@ def ctes(
     return sqls, params
 
 
-def update(
-    db: str, write: Write, *, expect: dict[str, Any] | None = None, only_if: str = ""
-) -> tuple[str, list[Any]]:
+def update(db: str, write: Write, *, only_if: str = "") -> tuple[str, list[Any]]:
     """The UPDATE of a queued write by primary key (``RETURNING 1``) and its parameters; with
-    ``expect`` (column name → value prepared for the database) only while the row still holds
-    those values: a compare-and-set, which writes nothing when another writer moved the row
-    first (PostgreSQL checks the condition again on the row as that writer left it)."""
+    ``only_if`` (SQL, no parameters) only while that condition holds (PostgreSQL checks it
+    again on the row as a writer it waited for left it)."""
     assert not write.insert
     connection = connections[db]
     qn = connection.ops.quote_name
@@ -232,12 +229,7 @@ def update(
     sets = ", ".join(f"{qn(c)} = %s" for c in write.values)
     params = [*write.values.values()]
     params.append(pk_field.get_db_prep_value(pk_field.to_python(write.pk), connection))
-    where = f"{qn(str(pk_field.column))} = %s"
-    for column, value in (expect or {}).items():
-        where += f" AND {qn(column)} = %s"
-        params.append(value)
-    if only_if:
-        where += f" AND {only_if}"
+    where = f"{qn(str(pk_field.column))} = %s" + (f" AND {only_if}" if only_if else "")
     table = qn(write.model._meta.db_table)
     return f"UPDATE {table} SET {sets} WHERE {where} RETURNING 1", params  # noqa: S608
 

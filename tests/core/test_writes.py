@@ -14,9 +14,10 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from nitro_assistants import services
+from nitro_assistants.exceptions import UsageError
 from nitro_assistants.models import AuditChain, Event, Review, Run, Thread
-from nitro_assistants.services import chain, claims, writes
-from nitro_assistants.services.audit import events_batched, record_event
+from nitro_assistants.services import chain, claims, commits, writes
+from nitro_assistants.services.audit import events_batched, events_held, record_event
 from nitro_assistants.testing import FakeAssistant
 from tests.factories import ReviewFactory, RunFactory, ThreadFactory
 
@@ -176,15 +177,13 @@ def _held_busy(thread: Thread, run: Run) -> tuple[list[Event], list[writes.Write
     """A thread marked busy, a new run of it and an event, held (nothing sent); the thread's
     write taken out as the gate: made only while the thread is idle (a compare-and-set, as
     decide's review status)."""
-    from nitro_assistants.services.audit import events_held
-
     with events_held("default") as held:
         thread.status = Thread.Status.BUSY
         writes.save(thread, ["status"])
         writes.insert(run)
         record_event(thread, "run_requested", run=run)
     sql, params = writes.update(
-        "default", held.take(Thread, thread.pk), expect={"status": Thread.Status.IDLE.value}
+        "default", held.take(Thread, thread.pk), only_if="\"status\" = 'idle'"
     )
     gate = chain.Gate(
         ctes=[f"gate_row AS ({sql})"],
@@ -226,44 +225,36 @@ def test_held_writes_are_not_made_when_the_gate_does_not_write() -> None:
     assert chain.verify().ok
 
 
+def _busy_held(thread: Thread, then: Any) -> None:
+    """Mark ``thread`` busy with its write held, then call ``then`` inside the held block."""
+    with events_held("default"):
+        thread.status = Thread.Status.BUSY
+        writes.save(thread, ["status"])
+        then()
+
+
 @postgresql
 def test_a_statement_sent_while_writes_are_held_is_refused_and_nothing_is_written() -> None:
-    from nitro_assistants.exceptions import UsageError
-    from nitro_assistants.services.audit import events_held
-
     thread = ThreadFactory(status=Thread.Status.IDLE)
-
-    def read_while_held() -> None:
-        with events_held("default"):
-            thread.status = Thread.Status.BUSY
-            writes.save(thread, ["status"])
-            Thread.objects.count()  # would have to send the held write first: never
-
+    # A read would have to send the held write first: never.
     with pytest.raises(UsageError, match="held writes"):
-        read_while_held()
+        _busy_held(thread, Thread.objects.count)
     assert Thread.objects.get(pk=thread.pk).status == Thread.Status.IDLE
 
 
 @postgresql
 def test_a_held_block_that_raises_sends_nothing() -> None:
-    from nitro_assistants.services.audit import events_held
-
     thread = ThreadFactory(status=Thread.Status.IDLE)
 
-    def raising() -> None:
-        with events_held("default"):
-            thread.status = Thread.Status.BUSY
-            writes.save(thread, ["status"])
-            raise ValueError("the decision did not fit")
+    def misfit() -> None:
+        raise ValueError("the decision did not fit")
 
     with pytest.raises(ValueError, match="did not fit"):
-        raising()
+        _busy_held(thread, misfit)
     assert Thread.objects.get(pk=thread.pk).status == Thread.Status.IDLE
 
 
 def test_callbacks_held_outside_a_transaction_wait_for_the_holder() -> None:
-    from nitro_assistants.services import commits
-
     ran: list[str] = []
     with commits.held() as kept:
         commits.on_commit(lambda: ran.append("enqueued"))
@@ -278,8 +269,6 @@ def test_callbacks_held_outside_a_transaction_wait_for_the_holder() -> None:
 
 
 def test_callbacks_inside_a_transaction_wait_for_its_commit_as_before() -> None:
-    from nitro_assistants.services import commits
-
     ran: list[str] = []
     with commits.held() as kept, transaction.atomic():
         commits.on_commit(lambda: ran.append("committed"))

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
@@ -48,25 +48,12 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     sent: list[int] = []
 
     def delay(decision_pk: int) -> None:
-        seen: list[bool] = []
-        worker = threading.Thread(target=_in_own_connection(seen, decision_pk))
-        worker.start()
-        worker.join(10)
-        assert seen == [True], f"decision {decision_pk} was enqueued before it committed"
+        committed = elsewhere(lambda: Decision.objects.filter(pk=decision_pk).exists())
+        assert committed is True, f"decision {decision_pk} was enqueued before it committed"
         sent.append(decision_pk)
 
     monkeypatch.setattr(tasks.resume_thread, "delay", delay)
     return sent
-
-
-def _in_own_connection(seen: list[bool], decision_pk: int) -> Callable[[], None]:
-    def read() -> None:
-        try:
-            seen.append(Decision.objects.filter(pk=decision_pk).exists())
-        finally:
-            connection.close()
-
-    return read
 
 
 @pytest.fixture
@@ -316,8 +303,6 @@ def test_inside_the_callers_transaction_the_resume_waits_for_its_commit(
 
 def _decided_meanwhile(pk: int) -> str:
     """Whether the review's row is locked by another transaction (not waiting for it)."""
-    from django.db import OperationalError
-
     try:
         with transaction.atomic():
             Review.objects.select_for_update(nowait=True).get(pk=pk)
