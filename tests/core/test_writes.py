@@ -274,3 +274,69 @@ def test_callbacks_inside_a_transaction_wait_for_its_commit_as_before() -> None:
         commits.on_commit(lambda: ran.append("committed"))
         assert ran == []
     assert ran == ["committed"] and kept == []
+
+
+READ_RUNS = 'SELECT "id", "reply" FROM "nitro_assistants_run" WHERE "thread_id" = %s'
+
+
+@postgresql
+def test_a_read_after_a_rows_lock_rides_on_the_writes_that_take_it() -> None:
+    """The queued UPDATE of the thread and a read meant to follow its lock: one statement, which
+    locks the thread before any write, makes every write and returns the read's rows as the
+    database was when it started (not with its own writes)."""
+    thread = ThreadFactory(status=Thread.Status.IDLE)
+    first, second = RunFactory(thread=thread, reply="a"), RunFactory(thread=thread, reply="b")
+    with CaptureQueriesContext(connection) as queries, transaction.atomic(), events_batched():
+        thread.status = Thread.Status.BUSY
+        writes.save(thread, ["status"])
+        first.reply = "changed"
+        writes.save(first, ["reply"])
+        found = writes.send_with_read(
+            connection.alias,
+            (Thread, thread.pk),
+            READ_RUNS,
+            [thread.pk],
+            order_by="found_rows.reply",
+        )
+        assert writes.pending(connection.alias) is None
+    sent = statements(queries)
+    assert len(sent) == 3, sent  # BEGIN, the one statement, COMMIT
+    assert "FOR NO KEY UPDATE" in sent[1] and "UPDATE" in sent[1]
+    assert found == [(first.pk, "a"), (second.pk, "b")]  # as it stood when the statement began
+    assert Thread.objects.get(pk=thread.pk).status == Thread.Status.BUSY
+    assert Run.objects.get(pk=first.pk).reply == "changed"
+
+
+@postgresql
+def test_no_read_rides_without_a_queued_update_of_the_locked_row() -> None:
+    thread = ThreadFactory()
+    run = RunFactory(thread=thread)
+    with CaptureQueriesContext(connection) as queries, transaction.atomic(), events_batched():
+        run.reply = "changed"
+        writes.save(run, ["reply"])
+        found = writes.send_with_read(
+            connection.alias, (Thread, thread.pk), READ_RUNS, [thread.pk], order_by="found_rows.id"
+        )
+        assert found is None
+        assert writes.pending(connection.alias) is not None  # nothing was sent: still queued
+    assert len(statements(queries)) == 3  # BEGIN, the queue sent at the end, COMMIT
+    assert Run.objects.get(pk=run.pk).reply == "changed"
+
+
+@postgresql
+def test_a_row_deleted_meanwhile_reads_nothing_and_the_writes_go_as_before() -> None:
+    """The row to lock is gone (here deleted earlier in the transaction; a delete committed
+    elsewhere after the statement's snapshot leaves nothing to lock either): nothing is read,
+    and the queued writes are sent as they would have been."""
+    thread, other = ThreadFactory(), ThreadFactory(status=Thread.Status.IDLE)
+    with transaction.atomic(), events_batched():
+        Thread.objects.filter(pk=thread.pk).delete()
+        thread.status = Thread.Status.BUSY
+        writes.save(thread, ["status"])
+        other.status = Thread.Status.ERROR
+        writes.save(other, ["status"])
+        found = writes.send_with_read(
+            connection.alias, (Thread, thread.pk), READ_RUNS, [thread.pk], order_by="found_rows.id"
+        )
+    assert found is None
+    assert Thread.objects.get(pk=other.pk).status == Thread.Status.ERROR
