@@ -98,10 +98,12 @@ def start_run(
             if metadata:
                 thread.metadata = {**(thread.metadata or {}), **metadata}
                 changed.append("metadata")
-            if changed:
-                thread.save(update_fields=[*changed, "updated_at"])
             # A new thread has nothing pending yet.
             supersede_pending_review(thread, reason="new_message", actor=user)
+            # Written even when nothing else changed: whoever changes a thread's open reviews
+            # under its lock writes its row, which a mirror's read relies on (mirror.py,
+            # _open_reviews). Queued last, it rides on the events' statement.
+            writes.save(thread, [*changed, "updated_at"])
         run_input: dict[str, Any] = {"messages": payload}
         if "metadata" in changed:
             # For the worker to merge into the server's thread before the run (one the server
