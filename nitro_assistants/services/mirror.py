@@ -32,8 +32,9 @@ def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str
         thread.values = {"messages": messages}
         thread.status = Thread.Status.INTERRUPTED if result.interrupted else Thread.Status.IDLE
         thread.synced_at = now
-        # Both UPDATEs go as one statement, before the next read (:mod:`.writes`): the thread's
-        # row is locked by it before the reviews are read, as by a save.
+        # Both UPDATEs go as one statement with the open reviews' read (_open_reviews): the
+        # thread's row is locked by it before anything is written, and the reviews are read as
+        # the lock's previous holder left them.
         writes.save(thread, ["values", "status", "synced_at", "updated_at"])
         run.status = Run.Status.INTERRUPTED if result.interrupted else Run.Status.SUCCEEDED
         run.reply = result.reply or ""
@@ -156,30 +157,90 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
 def _open_reviews(thread: Thread) -> list[Review]:
     """The thread's reviews pending or decided, or whose decision is not applied yet, newest
     first: the query the ORM would send (a decision is one per review: no duplicates), written
-    out so that it is not compiled on every mirror."""
+    out so that it is not compiled on every mirror.
+
+    A run's or a resume's mirror has the thread's UPDATE queued (:func:`record_result`), which
+    takes the thread's lock the read must follow: on PostgreSQL the two go as one statement
+    (:func:`.writes.send_with_read`), read again on its own only when someone wrote the thread
+    after the statement's snapshot was taken (the lock's previous holder). That holds because
+    whoever changes a thread's open reviews under its lock also writes its row (a run's and a
+    sync's mirror, a resume, a new message, a failed run); a decide, a deadline or a claim
+    takes only the review's row, which every write of this mirror checks again."""
     connection = connections[router.db_for_read(Review)]
     qn = connection.ops.quote_name
     reviews, decisions = qn(Review._meta.db_table), qn(Decision._meta.db_table)
     # The columns in the model's order (what rows.instances reads), not the table's.
     columns = ", ".join(f"{reviews}.{qn(str(f.column))}" for f in Review._meta.concrete_fields)
-    sql = (
-        f"SELECT {columns} FROM {reviews} LEFT OUTER JOIN {decisions} "  # noqa: S608
-        f"ON {decisions}.{qn('review_id')} = {reviews}.{qn('id')} "
-        f"WHERE {reviews}.{qn('thread_id')} = %s AND ({reviews}.{qn('status')} IN (%s, %s) "
-        f"OR {decisions}.{qn('outcome')} = %s) ORDER BY {reviews}.{qn('id')} DESC"
-    )
-    params: list[Any] = [
-        thread.pk,
+    is_open = f"{reviews}.{qn('status')} IN (%s, %s) OR {decisions}.{qn('outcome')} = %s"
+    open_params = [
         str(Review.Status.PENDING),
         str(Review.Status.DECIDED),
         str(Decision.Outcome.PENDING),
     ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        found = rows.instances(Review, cursor.fetchall(), connection)
+    fetched = _read_with_writes(connection, thread, columns, is_open, open_params)
+    if fetched is None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {columns} FROM {reviews} LEFT OUTER JOIN {decisions} "  # noqa: S608
+                f"ON {decisions}.{qn('review_id')} = {reviews}.{qn('id')} "
+                f"WHERE {reviews}.{qn('thread_id')} = %s AND ({is_open}) "
+                f"ORDER BY {reviews}.{qn('id')} DESC",
+                [thread.pk, *open_params],
+            )
+            fetched = cursor.fetchall()
+    found = rows.instances(Review, fetched, connection)
     for review in found:
         review.thread = thread  # as a related manager's rows have it
     return found
+
+
+def _read_with_writes(
+    connection: Any, thread: Thread, columns: str, is_open: str, open_params: list[Any]
+) -> list[tuple[Any, ...]] | None:
+    """:func:`_open_reviews`' rows read in the statement of the queued writes (None: read them
+    on their own). The read sees none of those writes: a review or decision the queue updates
+    is read whatever its state, with its decision's id and outcome, and is open or not as the
+    queued status and outcome make it; one the queue inserts, or a review it writes that stays
+    open (its other columns would be as before), is read again on its own."""
+    queue = writes.pending(connection.alias)
+    if queue is None or (Thread, thread.pk) not in queue.writes:
+        return None
+    written: dict[type[Any], dict[Any, dict[str, Any]]] = {Review: {}, Decision: {}}
+    for (model, pk), write in queue.writes.items():
+        if model in written:
+            if write.insert:
+                return None
+            written[model][pk] = write.values
+    qn = connection.ops.quote_name
+    reviews, decisions = qn(Review._meta.db_table), qn(Decision._meta.db_table)
+    also = "".join(
+        f" OR {table}.{qn('id')} IN ({', '.join(['%s'] * len(pks))})"
+        for table, pks in ((reviews, written[Review]), (decisions, written[Decision]))
+        if pks
+    )
+    fetched = writes.send_with_read(
+        connection.alias,
+        (Thread, thread.pk),
+        f"SELECT {columns}, {decisions}.{qn('id')} AS decision_pk, "  # noqa: S608
+        f"{decisions}.{qn('outcome')} AS decision_outcome FROM {reviews} "
+        f"LEFT OUTER JOIN {decisions} ON {decisions}.{qn('review_id')} = {reviews}.{qn('id')} "
+        f"WHERE {reviews}.{qn('thread_id')} = %s AND ({is_open}{also})",
+        [thread.pk, *open_params, *written[Review], *written[Decision]],
+        order_by=f"found_rows.{qn('id')} DESC",
+    )
+    if fetched is None:
+        return None
+    status_at = [f.attname for f in Review._meta.concrete_fields].index("status")
+    kept: list[tuple[Any, ...]] = []
+    for *review, decision_pk, outcome in fetched:
+        status = written[Review].get(review[0], {}).get("status", review[status_at])
+        outcome = written[Decision].get(decision_pk, {}).get("outcome", outcome)
+        if status not in open_params[:2] and outcome != open_params[2]:
+            continue
+        if review[0] in written[Review]:
+            return None  # still open once written: its other columns as the write left them
+        kept.append(tuple(review))
+    return kept
 
 
 def _carry_claim(old: Review, new: Review) -> None:

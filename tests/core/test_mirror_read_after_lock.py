@@ -1,0 +1,232 @@
+"""A run's and a resume's mirror read the thread's open reviews in the statement that takes the
+thread's lock (PostgreSQL, issue 21: ``writes.send_with_read``), not in a statement after it.
+
+That statement's snapshot is older than its wait for the lock, so what the lock's holder
+committed meanwhile is missing from what it read: the statement sees that the thread's row
+changed since its snapshot and the reviews are read again. Each test has another writer (a
+real service call, in a thread and connection of its own) hold the thread's lock with the
+reviews changed, and commit only once the mirror's statement waits for it: the mirror then acts
+on the reviews as that writer left them, as when it read after the lock."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from nitro_assistants import services, tasks
+from nitro_assistants.models import Decision, Event, Review, Run
+from nitro_assistants.services import chain
+from nitro_assistants.testing import FakeAssistant, run_result
+from tests.core.conftest import tool_review
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.postgresql("the read rides on the lock's statement on PostgreSQL only"),
+]
+
+APPROVE = {"tool_calls": [{"id": "call_1", "action": "approve"}]}
+
+
+@pytest.fixture(autouse=True)
+def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs and resumes the services enqueue are run by the tests themselves."""
+    for task in (tasks.run_thread, tasks.resume_thread, tasks.collect_run, tasks.sync_thread):
+        monkeypatch.setattr(task, "delay", lambda *args, **kwargs: None)
+
+
+def holding_until_waited_for(job: Callable[[], Any]) -> Callable[[], list[Any]]:
+    """Start ``job`` in a thread of its own, inside a transaction it keeps open once ``job``
+    returns (holding the locks ``job`` took) until this thread's connection waits for one of
+    them; returns when ``job`` has returned. Call what it returns to join the thread: [``job``'s
+    value, whether this connection waited for it]."""
+    waiter = connection.connection.info.backend_pid
+    holding = threading.Event()
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            with transaction.atomic():
+                outcome.append(job())
+                holding.set()
+                waited = False
+                with connection.cursor() as cursor:
+                    for _ in range(200):
+                        cursor.execute(
+                            "SELECT %s = ANY(pg_blocking_pids(%s))",
+                            [connection.connection.info.backend_pid, waiter],
+                        )
+                        if cursor.fetchone()[0]:
+                            waited = True
+                            break
+                        threading.Event().wait(0.05)
+                outcome.append(waited)
+        except Exception as exc:
+            outcome.append(exc)
+            holding.set()
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    assert holding.wait(30)
+
+    def join() -> list[Any]:
+        worker.join(30)
+        assert not worker.is_alive()
+        return outcome
+
+    return join
+
+
+def during_server_call(
+    fake: FakeAssistant, method: str, job: Callable[[], Any]
+) -> list[Callable[[], list[Any]]]:
+    """The next call of ``fake.<method>`` (the server's call of a run or a resume) first has
+    ``job`` take and hold its locks elsewhere (:func:`holding_until_waited_for`)."""
+    started: list[Callable[[], list[Any]]] = []
+    real = getattr(fake, method)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not started:
+            started.append(holding_until_waited_for(job))
+        return real(*args, **kwargs)
+
+    setattr(fake, method, call)
+    return started
+
+
+def reviews_read_on_their_own(queries: CaptureQueriesContext) -> int:
+    return sum(
+        1
+        for q in queries.captured_queries
+        if q["sql"].startswith('SELECT "nitro_assistants_review')
+    )
+
+
+def test_a_new_message_committed_while_a_runs_mirror_waits_is_seen_by_it(
+    fake_assistant: FakeAssistant,
+) -> None:
+    """The pause the run's mirror records was shown (by a sync) as a pending review, which a
+    new message supersedes while the mirror waits for the thread: read before that commit, the
+    mirror would take the superseded review for the pause's own and leave no pending review."""
+    run = services.start_run("walkthrough", "Move me to Tuesday")
+    thread = run.thread
+    fake_assistant.pending = tool_review("int-1")
+    services.sync_thread(thread.pk)  # the server already shows the pause: a review for it
+    shown = Review.objects.get(thread=thread, status=Review.Status.PENDING)
+    fake_assistant.results = [run_result(tool_review("int-1"))]
+    started = during_server_call(
+        fake_assistant, "run", lambda: services.start_run(thread, "Actually, never mind")
+    )
+    connection.ensure_connection()
+
+    with CaptureQueriesContext(connection) as queries:
+        services.execute_run(run.pk)
+
+    (join,) = started
+    new_run, waited = join()
+    assert waited is True  # the mirror's statement did wait for the new message's commit
+    assert isinstance(new_run, Run)
+    shown.refresh_from_db()
+    assert shown.status == Review.Status.SUPERSEDED
+    pending = Review.objects.get(thread=thread, status=Review.Status.PENDING)
+    assert pending.pk != shown.pk and pending.interrupt_ids == ["int-1"]
+    assert Run.objects.get(pk=run.pk).status == Run.Status.INTERRUPTED
+    assert chain.verify().ok
+    assert reviews_read_on_their_own(queries) == 1  # the thread had changed: read again
+
+
+def test_a_sync_committed_while_a_resumes_mirror_waits_is_seen_by_it(
+    fake_assistant: FakeAssistant, django_user_model: Any
+) -> None:
+    """The resume paused again; a sync mirrors that pause while the resume's mirror waits for
+    the thread: read before that commit, the mirror would record the pause a second time (and
+    fail on the one-pending rule). The review the resume applies is written in the same
+    statement, and is not open once applied."""
+    from django.contrib.auth.models import Permission
+
+    run = services.start_run("walkthrough", "Move me to Tuesday")
+    thread = run.thread
+    fake_assistant.results = [run_result(tool_review("int-1"))]
+    services.execute_run(run.pk)
+    first = Review.objects.get(thread=thread, status=Review.Status.PENDING)
+    jane = django_user_model.objects.create_user("jane", is_staff=True)
+    jane.user_permissions.add(Permission.objects.get(codename="decide_review"))
+    jane = django_user_model.objects.get(pk=jane.pk)
+    decision = services.decide(first, jane, APPROVE, via="admin")
+
+    fake_assistant.results = [run_result(tool_review("int-2"))]
+    fake_assistant.pending = tool_review("int-2")
+    started = during_server_call(fake_assistant, "review", lambda: services.sync_thread(thread.pk))
+    connection.ensure_connection()
+
+    with CaptureQueriesContext(connection) as queries:
+        services.execute_resume(decision.pk)
+
+    (join,) = started
+    synced, waited = join()
+    assert waited is True
+    assert synced.pk == thread.pk
+    assert Decision.objects.get(pk=decision.pk).outcome == Decision.Outcome.APPLIED
+    first.refresh_from_db()
+    assert first.status == Review.Status.APPLIED
+    (second,) = Review.objects.filter(thread=thread, status=Review.Status.PENDING)
+    assert second.interrupt_ids == ["int-2"]
+    assert Event.objects.filter(review=second, verb="review_requested").count() == 1
+    assert chain.verify().ok
+    assert reviews_read_on_their_own(queries) == 1
+
+
+def test_without_anyone_meanwhile_the_read_is_not_sent_again(
+    fake_assistant: FakeAssistant, django_user_model: Any
+) -> None:
+    """The same flow with nobody else on the thread: one statement writes the mirror and reads
+    the open reviews, for the run and for the resume (the applied review leaves them)."""
+    from django.contrib.auth.models import Permission
+
+    run = services.start_run("walkthrough", "Move me to Tuesday")
+    fake_assistant.results = [run_result(tool_review("int-1")), run_result(tool_review("int-2"))]
+    with CaptureQueriesContext(connection) as queries:
+        services.execute_run(run.pk)
+    assert reviews_read_on_their_own(queries) == 0
+    first = Review.objects.get(thread=run.thread, status=Review.Status.PENDING)
+    jane = django_user_model.objects.create_user("jane", is_staff=True)
+    jane.user_permissions.add(Permission.objects.get(codename="decide_review"))
+    decision = services.decide(first, django_user_model.objects.get(pk=jane.pk), APPROVE)
+    with CaptureQueriesContext(connection) as queries:
+        services.execute_resume(decision.pk)
+    assert reviews_read_on_their_own(queries) == 0
+    first.refresh_from_db()
+    assert first.status == Review.Status.APPLIED
+    (second,) = Review.objects.filter(thread=run.thread, status=Review.Status.PENDING)
+    assert second.interrupt_ids == ["int-2"] and second.pk != first.pk
+
+
+def test_the_review_a_resume_applies_is_closed_to_the_read_of_the_same_statement(
+    fake_assistant: FakeAssistant, django_user_model: Any
+) -> None:
+    """The read sees the database as its statement started, before the resume's own writes:
+    the review applied there is counted with the status it is given (applied, no longer open).
+    A resume that pauses on the same interrupt id again gets a review of its own, as when the
+    reviews were read after those writes."""
+    from django.contrib.auth.models import Permission
+
+    run = services.start_run("walkthrough", "Move me to Tuesday")
+    fake_assistant.results = [run_result(tool_review("int-1")), run_result(tool_review("int-1"))]
+    services.execute_run(run.pk)
+    first = Review.objects.get(thread=run.thread, status=Review.Status.PENDING)
+    jane = django_user_model.objects.create_user("jane", is_staff=True)
+    jane.user_permissions.add(Permission.objects.get(codename="decide_review"))
+    decision = services.decide(first, django_user_model.objects.get(pk=jane.pk), APPROVE)
+    with CaptureQueriesContext(connection) as queries:
+        services.execute_resume(decision.pk)
+    first.refresh_from_db()
+    assert first.status == Review.Status.APPLIED
+    (again,) = Review.objects.filter(thread=run.thread, status=Review.Status.PENDING)
+    assert again.pk != first.pk and again.interrupt_ids == ["int-1"]
+    assert reviews_read_on_their_own(queries) == 0
