@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from django.db import connections, router
@@ -167,26 +168,12 @@ def _open_reviews(thread: Thread) -> list[Review]:
     sync's mirror, a resume, a new message, a failed run); a decide, a deadline or a claim
     takes only the review's row, which every write of this mirror checks again."""
     connection = connections[router.db_for_read(Review)]
-    qn = connection.ops.quote_name
-    reviews, decisions = qn(Review._meta.db_table), qn(Decision._meta.db_table)
-    # The columns in the model's order (what rows.instances reads), not the table's.
-    columns = ", ".join(f"{reviews}.{qn(str(f.column))}" for f in Review._meta.concrete_fields)
-    is_open = f"{reviews}.{qn('status')} IN (%s, %s) OR {decisions}.{qn('outcome')} = %s"
-    open_params = [
-        str(Review.Status.PENDING),
-        str(Review.Status.DECIDED),
-        str(Decision.Outcome.PENDING),
-    ]
-    fetched = _read_with_writes(connection, thread, columns, is_open, open_params)
+    fetched = _read_with_writes(connection, thread)
     if fetched is None:
+        sql, params = _open_sql(connection, thread)
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT {columns} FROM {reviews} LEFT OUTER JOIN {decisions} "  # noqa: S608
-                f"ON {decisions}.{qn('review_id')} = {reviews}.{qn('id')} "
-                f"WHERE {reviews}.{qn('thread_id')} = %s AND ({is_open}) "
-                f"ORDER BY {reviews}.{qn('id')} DESC",
-                [thread.pk, *open_params],
-            )
+            table = connection.ops.quote_name(Review._meta.db_table)
+            cursor.execute(f"{sql} ORDER BY {table}.{connection.ops.quote_name('id')} DESC", params)
             fetched = cursor.fetchall()
     found = rows.instances(Review, fetched, connection)
     for review in found:
@@ -194,9 +181,33 @@ def _open_reviews(thread: Thread) -> list[Review]:
     return found
 
 
-def _read_with_writes(
-    connection: Any, thread: Thread, columns: str, is_open: str, open_params: list[Any]
-) -> list[tuple[Any, ...]] | None:
+#: What makes a review open: its status, or its decision's outcome.
+_OPEN_STATUSES = (str(Review.Status.PENDING), str(Review.Status.DECIDED))
+_OPEN_OUTCOME = str(Decision.Outcome.PENDING)
+
+
+def _open_sql(
+    connection: Any, thread: Thread, *, also: str = "", with_decision: bool = False
+) -> tuple[str, list[Any]]:
+    """The SELECT of :func:`_open_reviews` (no ORDER BY) and its parameters: the review's
+    columns in the model's order (what rows.instances reads), not the table's; ``also``, more
+    SQL of ``OR <condition>`` that reads a review too (its parameters go after the ones
+    returned); ``with_decision``, its decision's id and outcome after the review's columns."""
+    qn = connection.ops.quote_name
+    reviews, decisions = qn(Review._meta.db_table), qn(Decision._meta.db_table)
+    columns = ", ".join(f"{reviews}.{qn(str(f.column))}" for f in Review._meta.concrete_fields)
+    if with_decision:
+        columns += f", {decisions}.{qn('id')} AS decision_pk, {decisions}.{qn('outcome')}"
+    sql = (
+        f"SELECT {columns} FROM {reviews} LEFT OUTER JOIN {decisions} "  # noqa: S608
+        f"ON {decisions}.{qn('review_id')} = {reviews}.{qn('id')} "
+        f"WHERE {reviews}.{qn('thread_id')} = %s AND ({reviews}.{qn('status')} IN (%s, %s) "
+        f"OR {decisions}.{qn('outcome')} = %s{also})"
+    )
+    return sql, [thread.pk, *_OPEN_STATUSES, _OPEN_OUTCOME]
+
+
+def _read_with_writes(connection: Any, thread: Thread) -> list[tuple[Any, ...]] | None:
     """:func:`_open_reviews`' rows read in the statement of the queued writes (None: read them
     on their own). The read sees none of those writes: a review or decision the queue updates
     is read whatever its state, with its decision's id and outcome, and is open or not as the
@@ -212,35 +223,37 @@ def _read_with_writes(
                 return None
             written[model][pk] = write.values
     qn = connection.ops.quote_name
-    reviews, decisions = qn(Review._meta.db_table), qn(Decision._meta.db_table)
     also = "".join(
-        f" OR {table}.{qn('id')} IN ({', '.join(['%s'] * len(pks))})"
-        for table, pks in ((reviews, written[Review]), (decisions, written[Decision]))
+        f" OR {qn(model._meta.db_table)}.{qn('id')} IN ({', '.join(['%s'] * len(pks))})"
+        for model, pks in written.items()
         if pks
     )
+    sql, params = _open_sql(connection, thread, also=also, with_decision=True)
     fetched = writes.send_with_read(
         connection.alias,
         (Thread, thread.pk),
-        f"SELECT {columns}, {decisions}.{qn('id')} AS decision_pk, "  # noqa: S608
-        f"{decisions}.{qn('outcome')} AS decision_outcome FROM {reviews} "
-        f"LEFT OUTER JOIN {decisions} ON {decisions}.{qn('review_id')} = {reviews}.{qn('id')} "
-        f"WHERE {reviews}.{qn('thread_id')} = %s AND ({is_open}{also})",
-        [thread.pk, *open_params, *written[Review], *written[Decision]],
+        sql,
+        [*params, *written[Review], *written[Decision]],
         order_by=f"found_rows.{qn('id')} DESC",
     )
     if fetched is None:
         return None
-    status_at = [f.attname for f in Review._meta.concrete_fields].index("status")
     kept: list[tuple[Any, ...]] = []
     for *review, decision_pk, outcome in fetched:
-        status = written[Review].get(review[0], {}).get("status", review[status_at])
+        status = written[Review].get(review[0], {}).get("status", review[_status_at()])
         outcome = written[Decision].get(decision_pk, {}).get("outcome", outcome)
-        if status not in open_params[:2] and outcome != open_params[2]:
+        if status not in _OPEN_STATUSES and outcome != _OPEN_OUTCOME:
             continue
         if review[0] in written[Review]:
             return None  # still open once written: its other columns as the write left them
         kept.append(tuple(review))
     return kept
+
+
+@functools.cache
+def _status_at() -> int:
+    """Where a review's status is in the rows of :func:`_open_sql`."""
+    return [f.attname for f in Review._meta.concrete_fields].index("status")
 
 
 def _carry_claim(old: Review, new: Review) -> None:

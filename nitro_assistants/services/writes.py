@@ -224,14 +224,19 @@ def update(db: str, write: Write, *, only_if: str = "") -> tuple[str, list[Any]]
     assert not write.insert
     connection = connections[db]
     qn = connection.ops.quote_name
-    pk_field = write.model._meta.pk
-    assert pk_field is not None
     sets = ", ".join(f"{qn(c)} = %s" for c in write.values)
-    params = [*write.values.values()]
-    params.append(pk_field.get_db_prep_value(pk_field.to_python(write.pk), connection))
-    where = f"{qn(str(pk_field.column))} = %s" + (f" AND {only_if}" if only_if else "")
+    by_key, key = _by_key(write.model, write.pk, connection)
+    where = by_key + (f" AND {only_if}" if only_if else "")
     table = qn(write.model._meta.db_table)
-    return f"UPDATE {table} SET {sets} WHERE {where} RETURNING 1", params  # noqa: S608
+    return f"UPDATE {table} SET {sets} WHERE {where} RETURNING 1", [*write.values.values(), key]  # noqa: S608
+
+
+def _by_key(model: type[Model], pk: Any, connection: Any) -> tuple[str, Any]:
+    """``"<pk column> = %s"`` and the primary key ``pk`` as its parameter."""
+    pk_field = model._meta.pk
+    assert pk_field is not None
+    key = pk_field.get_db_prep_value(pk_field.to_python(pk), connection)
+    return f"{connection.ops.quote_name(str(pk_field.column))} = %s", key
 
 
 def written(count: int) -> str:
@@ -285,11 +290,8 @@ def send_with_read(
     ):
         return None
     connection = connections[db]
-    qn = connection.ops.quote_name
-    pk_field = model._meta.pk
-    assert pk_field is not None
-    key = pk_field.get_db_prep_value(pk_field.to_python(pk), connection)
-    row = f"FROM {qn(model._meta.db_table)} WHERE {qn(str(pk_field.column))} = %s"
+    by_key, key = _by_key(model, pk, connection)
+    row = f"FROM {connection.ops.quote_name(model._meta.db_table)} WHERE {by_key}"
     taken = queue.take()
     sqls, write_params = ctes(db, taken, only_if="EXISTS (SELECT 1 FROM row_locked)")
     sql = (

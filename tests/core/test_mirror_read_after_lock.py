@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
@@ -100,6 +101,13 @@ def during_server_call(
     return started
 
 
+def reviewer(user_model: Any) -> Any:
+    """A staff user who may decide reviews, read afresh (its permissions not cached)."""
+    jane = user_model.objects.create_user("jane", is_staff=True)
+    jane.user_permissions.add(Permission.objects.get(codename="decide_review"))
+    return user_model.objects.get(pk=jane.pk)
+
+
 def reviews_read_on_their_own(queries: CaptureQueriesContext) -> int:
     return sum(
         1
@@ -148,17 +156,12 @@ def test_a_sync_committed_while_a_resumes_mirror_waits_is_seen_by_it(
     the thread: read before that commit, the mirror would record the pause a second time (and
     fail on the one-pending rule). The review the resume applies is written in the same
     statement, and is not open once applied."""
-    from django.contrib.auth.models import Permission
-
     run = services.start_run("walkthrough", "Move me to Tuesday")
     thread = run.thread
     fake_assistant.results = [run_result(tool_review("int-1"))]
     services.execute_run(run.pk)
     first = Review.objects.get(thread=thread, status=Review.Status.PENDING)
-    jane = django_user_model.objects.create_user("jane", is_staff=True)
-    jane.user_permissions.add(Permission.objects.get(codename="decide_review"))
-    jane = django_user_model.objects.get(pk=jane.pk)
-    decision = services.decide(first, jane, APPROVE, via="admin")
+    decision = services.decide(first, reviewer(django_user_model), APPROVE, via="admin")
 
     fake_assistant.results = [run_result(tool_review("int-2"))]
     fake_assistant.pending = tool_review("int-2")
@@ -187,17 +190,13 @@ def test_without_anyone_meanwhile_the_read_is_not_sent_again(
 ) -> None:
     """The same flow with nobody else on the thread: one statement writes the mirror and reads
     the open reviews, for the run and for the resume (the applied review leaves them)."""
-    from django.contrib.auth.models import Permission
-
     run = services.start_run("walkthrough", "Move me to Tuesday")
     fake_assistant.results = [run_result(tool_review("int-1")), run_result(tool_review("int-2"))]
     with CaptureQueriesContext(connection) as queries:
         services.execute_run(run.pk)
     assert reviews_read_on_their_own(queries) == 0
     first = Review.objects.get(thread=run.thread, status=Review.Status.PENDING)
-    jane = django_user_model.objects.create_user("jane", is_staff=True)
-    jane.user_permissions.add(Permission.objects.get(codename="decide_review"))
-    decision = services.decide(first, django_user_model.objects.get(pk=jane.pk), APPROVE)
+    decision = services.decide(first, reviewer(django_user_model), APPROVE)
     with CaptureQueriesContext(connection) as queries:
         services.execute_resume(decision.pk)
     assert reviews_read_on_their_own(queries) == 0
@@ -214,15 +213,11 @@ def test_the_review_a_resume_applies_is_closed_to_the_read_of_the_same_statement
     the review applied there is counted with the status it is given (applied, no longer open).
     A resume that pauses on the same interrupt id again gets a review of its own, as when the
     reviews were read after those writes."""
-    from django.contrib.auth.models import Permission
-
     run = services.start_run("walkthrough", "Move me to Tuesday")
     fake_assistant.results = [run_result(tool_review("int-1")), run_result(tool_review("int-1"))]
     services.execute_run(run.pk)
     first = Review.objects.get(thread=run.thread, status=Review.Status.PENDING)
-    jane = django_user_model.objects.create_user("jane", is_staff=True)
-    jane.user_permissions.add(Permission.objects.get(codename="decide_review"))
-    decision = services.decide(first, django_user_model.objects.get(pk=jane.pk), APPROVE)
+    decision = services.decide(first, reviewer(django_user_model), APPROVE)
     with CaptureQueriesContext(connection) as queries:
         services.execute_resume(decision.pk)
     first.refresh_from_db()
