@@ -109,7 +109,7 @@ def append(events: list[Event], held: list[writes.Write] | None = None) -> list[
             linked = _append_linked(db, key, group, held)
             held = []  # sent by that statement either way
             if linked:
-                changes.changed(using=db)  # every event may change what the live pages show
+                _changed(events, db)
                 return events
     if not (postgresql and len(groups) == 1):
         writes.send(db, held)  # before the heads' locks, as each write was
@@ -128,7 +128,7 @@ def append(events: list[Event], held: list[writes.Write] | None = None) -> list[
                 prev = _prepare(event, key, prev, seq)
             heads[key] = (seq, prev)
         _insert(db, events, heads, created, held)
-        changes.changed(using=db)  # every event may change what the live pages show
+        _changed(events, db)
     for key in created:  # from now on the head exists: later appends read it
         thread = groups[key][0].thread
         if thread is not None:
@@ -161,8 +161,25 @@ def append_gated(events: list[Event], gate: Gate, held: list[writes.Write] | Non
     assert all(chain_of(e) == key for e in events) and not _is_new(events)
     if not _append_linked(db, key, events, list(held or []), gate):
         return False
-    changes.changed(using=db)
+    _changed(events, db)
     return True
+
+
+def _changed(events: Iterable[Event], db: str) -> None:
+    """The live pages' change token is replaced after the commit (:func:`.changes.changed`) when
+    one of ``events`` is about a review: what the queue and the review screen show (a review's
+    status, its decision's outcome, its claim, its assignment, a new review on the thread) only
+    changes with such an event. A thread's and a run's own events (opened, a run requested,
+    started or finished, a delivery) change nothing there, and cost no Redis write."""
+    if any(event.review_id is not None or _review_of(event) is not None for event in events):
+        changes.changed(using=db)
+
+
+def _review_of(event: Event) -> Review | None:
+    """The review ``event`` was built with, without a query (None when it has none)."""
+    field: Any = Event._meta.get_field("review")
+    review: Review | None = field.get_cached_value(event, default=None)
+    return review
 
 
 def _append_linked(
@@ -390,7 +407,7 @@ def insert_thread(thread: Thread, rows: list[Any], events: list[Event]) -> None:
         event.thread = thread
         event._state.adding = False
         event._state.db = db
-    changes.changed(using=db)
+    _changed(events, db)
 
 
 class ChainWriteError(NitroAssistantsError):

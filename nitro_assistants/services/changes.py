@@ -1,9 +1,10 @@
 """The live pages' change token: a random value in a cache every process shares, replaced after
 each commit that changes what the queue and the review screens show.
 
-Every audit event goes through :func:`nitro_assistants.services.chain.append` (a review's status
-change, a decision's outcome, a new review, an assignment, a claim taken or taken over), and the
-claims service changes the rest (renewals, releases): both call :func:`changed`. The live
+Every audit event goes through :func:`nitro_assistants.services.chain.append`, which calls
+:func:`changed` for an event about a review (a review's status change, a decision's outcome, a
+new review, an assignment, a claim taken or taken over; a thread's and a run's own events show
+on neither page), and the claims service calls it for the rest (renewals, releases). The live
 endpoint reads the token before anything else; a poll whose ETag was made from the current token
 is answered 304 without a statement of its own, and only a new token makes it read the database.
 

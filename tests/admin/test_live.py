@@ -266,19 +266,19 @@ def test_the_live_cache_is_checked(
 def test_a_transaction_replaces_the_token_once_however_many_changes_it_makes(
     shared: None,
 ) -> None:
-    """Each append (and a claim's renewal) asks for a new token after commit; one commit
-    replaces it once, with the redis client reused (Django's cache makes one per call)."""
+    """Each append about a review (and a claim's renewal) asks for a new token after commit; one
+    commit replaces it once, with the redis client reused (Django's cache makes one per call)."""
     from django.db import transaction
 
     from nitro_assistants.services.audit import record_event
 
-    thread = ThreadFactory()
+    review = make_tool_review()
     cache = changes.token_cache()
     assert cache is not None
     before = changes.current_token(cache)
     with transaction.atomic():
-        record_event(thread, "thread_opened")
-        record_event(thread, "run_requested")
+        record_event(review.thread, "review_edited", review=review)
+        record_event(review.thread, "review_assigned", review=review)
         changes.changed()
         hooks = [entry for entry in connection.run_on_commit if entry[1] is changes.bump]
         assert len(hooks) == 1
@@ -287,3 +287,45 @@ def test_a_transaction_replaces_the_token_once_however_many_changes_it_makes(
     assert after != before
     fast = changes._redis(cache, write=True)
     assert fast is not None and fast[0] is changes._redis(cache, write=True)[0]  # type: ignore[index]
+
+
+def test_a_threads_and_a_runs_own_events_keep_the_token(
+    shared: None, jane: Any, monkeypatch: Any
+) -> None:
+    """A new thread, its run starting and finishing write events about no review: nothing the
+    queue or the review screen shows changed, so the token stands (no Redis write, and every
+    open page keeps its 304). The review the run asks for, its claim and its decision replace it."""
+    from nitro_assistants import tasks
+    from nitro_assistants.services.audit import record_event
+    from nitro_assistants.services.runs import claim_run
+
+    for task in (tasks.run_thread, tasks.resume_thread):  # no worker here: nothing is sent
+        monkeypatch.setattr(task, "delay", lambda *args, **kwargs: None)
+    cache = changes.token_cache()
+    assert cache is not None
+    client = _client(jane)
+    tag = poll(client)["ETag"]
+    token = changes.current_token(cache)
+
+    run = services.start_run("walkthrough", "Refund my order")  # the new thread and its first run
+    run = claim_run(run.pk)  # run_started, with the thread marked running
+    record_event(run.thread, "run_interrupted", run=run)
+    assert changes.current_token(cache) == token
+    assert poll(client, tag).status_code == 304
+
+    review = mirror_pending(run.thread, run, pause("tool_calls"))  # review_requested
+    assert review is not None
+    assert changes.current_token(cache) != token
+    response = poll(client, tag)
+    assert response.status_code == 200 and response.json()["newest"] == review.pk
+    for change in (
+        lambda: claims.claim_review(review, jane),
+        lambda: services.decide(
+            Review.objects.get(pk=review.pk),
+            jane,
+            {"tool_calls": [{"id": "c1", "action": "approve"}]},
+        ),
+    ):
+        token = changes.current_token(cache)
+        change()
+        assert changes.current_token(cache) != token
