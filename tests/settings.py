@@ -86,9 +86,22 @@ else:
             "PORT": os.environ.get("NITRO_TEST_DB_PORT", "5432"),
             # Django's connection pool (psycopg-pool): Celery closes the database connection
             # before and after every task, and without a pool each task would open a new one.
-            "OPTIONS": {"pool": {"min_size": 1, "max_size": 24}}
-            if os.environ.get("NITRO_TEST_DB_POOL", "1") == "1"
-            else {},
+            "OPTIONS": {
+                **(
+                    {"pool": {"min_size": 1, "max_size": 24}}
+                    if os.environ.get("NITRO_TEST_DB_POOL", "1") == "1"
+                    else {}
+                ),
+                # NITRO_TEST_DB_PREPARED=1: the statements a connection repeats are kept prepared
+                # (server-side binding, prepared from their 5th run), as docs/django.md advises a
+                # host without a transaction-pooling proxy; the test command runs the suite both
+                # ways. Unset: Django's default (client-side binding, nothing prepared).
+                **(
+                    {"server_side_binding": True, "prepare_threshold": 5}
+                    if os.environ.get("NITRO_TEST_DB_PREPARED") == "1"
+                    else {}
+                ),
+            },
         }
     }
 
