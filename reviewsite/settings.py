@@ -76,7 +76,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Celery closes the connection around every task: pooled, a task does not open a new one.
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": 24}
+    # The statements a connection repeats (every flow's) are kept prepared: PostgreSQL parses
+    # and plans them once (docs/django.md, "Deploying the workers"). Behind a proxy that pools
+    # by transaction (PgBouncer before 1.21), leave the last two out.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "pool": {"min_size": 1, "max_size": 24},
+            "server_side_binding": True,
+            "prepare_threshold": 5,
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
