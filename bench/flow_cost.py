@@ -1,6 +1,6 @@
 """Where a flow's CPU goes: each service call on its own (CPU and SQL statements), and what each way of sending a resume costs the server.
 
-    .venv/bin/python bench/flow_cost.py [--flows 30] [--resumes 200] [--repeats 2] [--show-sql]
+    .venv/bin/python bench/flow_cost.py [--flows 30] [--rounds 2] [--resumes 200] [--repeats 2] [--show-sql]
 
 Against a real ``langgraph dev`` (in-memory runtime) running the ``tools`` graph of
 tests/graphs/agents.py, the same flow as bench/throughput.py: a held ``reschedule_appointment``
@@ -18,7 +18,11 @@ call, approved, then the model's answer.
    ``--flows`` flows, one call at a time, twice: the first pass counts the SQL statements each
    call sent (BEGIN, COMMIT and SAVEPOINTs included; ``--show-sql`` prints one flow's), the
    second measures this process's CPU (``time.process_time``) without the statement capture's
-   own cost. The admin page's own reads (the review it shows, the request's user and its
+   own cost, and the CPU of the PostgreSQL backends connected to the bench's database. Each of
+   ``--rounds`` rounds runs the flows twice, with Django's default (client-side binding, nothing
+   prepared) and with :data:`PREPARED` in the database's ``OPTIONS`` (PostgreSQL keeps the
+   statements each connection repeats prepared: no parse and plan for them), and prints each
+   per call, a flow's total each round and the ratio. The admin page's own reads (the review it shows, the request's user and its
    permissions, which its ``can_decide`` reads before calling ``decide``) are not counted. The
    server's CPU is left out here: calls one at a time leave it waiting on its scheduler's 0.5 s
    sleep.
@@ -56,6 +60,7 @@ from bench.throughput import (  # noqa: E402
     approval,
     cpu_seconds,
     create_database,
+    database_cpu,
     drop_database,
 )
 from nitro_assistants.testing.launchers import free_port  # noqa: E402
@@ -77,6 +82,17 @@ POLICY = {
     "approvals": 1,
     "priority": 1,
 }
+#: What a host adds to ``DATABASES["default"]["OPTIONS"]`` for PostgreSQL to keep the statements
+#: each connection runs again and again prepared (docs/django.md, "Deploying the workers"):
+#: psycopg's server-side binding, a statement prepared from its 5th run on a connection (psycopg's
+#: own threshold; Django's default turns preparing off).
+PREPARED = {"server_side_binding": True, "prepare_threshold": 5}
+#: The two ways part 1 runs, in turn: Django's default and :data:`PREPARED`.
+BINDINGS = {
+    "Django's default (client-side binding)": {},
+    "statements prepared (`server_side_binding`, `prepare_threshold`)": PREPARED,
+}
+
 CALLS = (
     "`services.start_run` (a new thread)",
     "`services.execute_run` (the `run_thread` task)",
@@ -102,8 +118,24 @@ def seed_reviewer() -> int:
     return int(user.pk)
 
 
-def our_side(flows: int, show_sql: bool = False) -> list[tuple[str, float, float]]:
-    """(call, ms of CPU per call, SQL statements per call), the calls of :data:`CALLS`."""
+def use_binding(options: dict[str, Any]) -> None:
+    """From the next connection on, the default database's ``OPTIONS`` are the pool's and
+    ``options`` (the pool closed, so its connections are made again with them)."""
+    from django.db import connection
+
+    connection.close()
+    connection.close_pool()
+    current = connection.settings_dict.setdefault("OPTIONS", {})
+    for name in PREPARED:
+        current.pop(name, None)
+    current.update(options)
+
+
+def our_side(
+    flows: int, reviewer: int, db_name: str, show_sql: bool = False
+) -> list[tuple[str, float, float, float]]:
+    """(call, ms of our CPU per call, SQL statements per call, ms of PostgreSQL's CPU per call),
+    the calls of :data:`CALLS`; PostgreSQL's is that of the backends connected to ``db_name``."""
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -116,11 +148,10 @@ def our_side(flows: int, show_sql: bool = False) -> list[tuple[str, float, float
     # Called directly here, so nothing is enqueued (no worker is running).
     tasks.run_thread.delay = lambda *args, **kwargs: None
     tasks.resume_thread.delay = lambda *args, **kwargs: None
-    reviewer = seed_reviewer()
 
     def each(
         counting: bool, call: Callable[[Any], Any], items: Iterable[Any], name: str
-    ) -> tuple[list[Any], float, float]:
+    ) -> tuple[list[Any], float, float, float]:
         """Call ``call`` on every item: count the SQL statements sent (and show the first
         item's with ``--show-sql``), or measure the CPU used."""
         items = list(items)
@@ -134,10 +165,13 @@ def our_side(flows: int, show_sql: bool = False) -> list[tuple[str, float, float
                     print(f"\n{name}: {len(queries.captured_queries)} statements")
                     for i, query in enumerate(queries.captured_queries, 1):
                         print(f"  {i:2}. {query['sql'][:300]}")
-            return results, 0.0, sent / len(items)
+            return results, 0.0, sent / len(items), 0.0
+        database = sum(database_cpu(db_name).values())
         started = time.process_time()
         results = [call(item) for item in items]
-        return results, 1000 * (time.process_time() - started) / len(items), 0.0
+        ours = 1000 * (time.process_time() - started) / len(items)
+        database = 1000 * (sum(database_cpu(db_name).values()) - database) / len(items)
+        return results, ours, 0.0, database
 
     def opened(review: Review) -> tuple[Review, Any]:
         """What the admin's review screen holds when it claims (GET): the review as it reads it
@@ -162,14 +196,14 @@ def our_side(flows: int, show_sql: bool = False) -> list[tuple[str, float, float
         review, user, decision = item
         return services.decide(review.pk, user, decision, via="admin")
 
-    def one_pass(counting: bool) -> list[tuple[str, float, float]]:
-        rows: list[tuple[str, float, float]] = []
+    def one_pass(counting: bool) -> list[tuple[str, float, float, float]]:
+        rows: list[tuple[str, float, float, float]] = []
         names = iter(CALLS)
 
         def measure(call: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
             name = next(names)
-            results, cpu, sql = each(counting, call, items, name)
-            rows.append((name, cpu, sql))
+            results, cpu, sql, database = each(counting, call, items, name)
+            rows.append((name, cpu, sql, database))
             return results
 
         runs = measure(lambda _: services.start_run(GRAPH, MESSAGE), range(flows))
@@ -185,7 +219,10 @@ def our_side(flows: int, show_sql: bool = False) -> list[tuple[str, float, float
 
     passes = [one_pass(counting) for counting in (True, False)]
     counted, timed = passes
-    return [(name, cpu, sql) for (name, _, sql), (_, cpu, _) in zip(counted, timed, strict=True)]
+    return [
+        (name, cpu, sql, database)
+        for (name, _, sql, _), (_, cpu, _, database) in zip(counted, timed, strict=True)
+    ]
 
 
 def server_side(url: str, pid: int, resumes: int, modes: list[str] | None) -> float:
@@ -227,6 +264,12 @@ def main() -> int:
     )
     parser.add_argument("--repeats", type=int, default=2, help="turns of part 2 (default 2)")
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="rounds of part 1, each running both ways of binding in turn (default 2)",
+    )
+    parser.add_argument(
         "--show-sql", action="store_true", help="print each statement of one flow, per call"
     )
     args = parser.parse_args()
@@ -256,7 +299,13 @@ def main() -> int:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-        ours = our_side(max(1, args.flows), show_sql=args.show_sql)
+        reviewer = seed_reviewer()
+        ours: dict[str, list[list[tuple[str, float, float, float]]]] = {b: [] for b in BINDINGS}
+        for turn in range(max(1, args.rounds)):
+            for binding, options in BINDINGS.items():
+                use_binding(options)
+                shown = args.show_sql and turn == 0
+                ours[binding].append(our_side(max(1, args.flows), reviewer, db_name, shown))
         server.stop()
         per_way: dict[str, list[float]] = {name: [] for name in RESUME_WAYS}
         for turn in range(max(1, args.repeats) if args.resumes > 0 else 0):
@@ -275,14 +324,40 @@ def main() -> int:
         drop_database(db_name)
 
     print(
-        f"Our side, one call at a time ({args.flows} flows; no Celery, Postgres, "
-        "LIVE_CACHE in Redis):\n"
+        f"Our side, one call at a time ({args.flows} flows a round, {args.rounds} rounds taking "
+        "both bindings in turn; no Celery, Postgres, LIVE_CACHE in Redis). CPU: the mean of the "
+        "rounds; PostgreSQL's is that of the backends connected to the bench's database."
     )
-    print("| call | CPU ms per call | SQL statements per call |")
-    print("|---|---:|---:|")
-    for name, cpu, sql in ours:
-        print(f"| {name} | {cpu:.2f} | {sql:.0f} |")
-    print(f"| **a flow** | **{sum(r[1] for r in ours):.2f}** | **{sum(r[2] for r in ours):.0f}** |")
+    flows: dict[str, list[tuple[float, float]]] = {}
+    for binding, rounds in ours.items():
+        print(f"\n{binding}:\n")
+        print(
+            "| call | our CPU ms per call | SQL statements per call | PostgreSQL CPU ms per call |"
+        )
+        print("|---|---:|---:|---:|")
+        for i, name in enumerate(CALLS):
+            cpu = sum(r[i][1] for r in rounds) / len(rounds)
+            database = sum(r[i][3] for r in rounds) / len(rounds)
+            print(f"| {name} | {cpu:.2f} | {rounds[0][i][2]:.0f} | {database:.2f} |")
+        flows[binding] = [(sum(c[1] for c in r), sum(c[3] for c in r)) for r in rounds]
+        cpu = sum(f[0] for f in flows[binding]) / len(rounds)
+        database = sum(f[1] for f in flows[binding]) / len(rounds)
+        statements = sum(c[2] for c in rounds[0])
+        print(f"| **a flow** | **{cpu:.2f}** | **{statements:.0f}** | **{database:.2f}** |")
+    print("\n| binding | our CPU ms a flow, each round | PostgreSQL CPU ms a flow, each round |")
+    print("|---|---|---|")
+    for binding, figures in flows.items():
+        ours_each = ", ".join(f"{f[0]:.2f}" for f in figures)
+        theirs_each = ", ".join(f"{f[1]:.2f}" for f in figures)
+        print(f"| {binding} | {ours_each} | {theirs_each} |")
+    default, prepared = (
+        [sum(f[k] for f in figures) / len(figures) for k in (0, 1)] for figures in flows.values()
+    )
+    if default[0] and default[1]:
+        print(
+            f"\nPrepared / default, a flow: our CPU {prepared[0] / default[0]:.2f}, "
+            f"PostgreSQL's {prepared[1] / default[1]:.2f}, both {sum(prepared) / sum(default):.2f}."
+        )
     if args.resumes <= 0:
         return 0
     print(

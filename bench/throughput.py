@@ -1,6 +1,6 @@
 """Throughput of run → review → resume: through Celery (2 worker processes, Redis, Postgres) vs `langgraph_sdk` driving the same flows directly.
 
-    .venv/bin/python bench/throughput.py [--threads 200] [--concurrency 20] [--rounds 3]
+    .venv/bin/python bench/throughput.py [--threads 200] [--concurrency 20] [--rounds 3] [--binding prepared]
 
 Real ``langgraph dev`` servers (in-memory runtime, ``--n-jobs-per-worker 10``) runs the
 ``tools`` graph of tests/graphs/agents.py: "Can I move my appointment to Tuesday?" pauses on a held
@@ -33,6 +33,11 @@ side / SDK side (the goal, ≤ 1.5: the cost, which does not swing as the throug
 shared host), the median round's throughputs and ratio Celery / SDK (for information), every
 round's ratios, and where the Celery side's time and CPU went. Postgres CPU is that of the
 backends connected to the bench's own database. Figures only, no assertions.
+
+``--binding`` (default ``prepared``): the Celery side's PostgreSQL connections (the workers' and
+this process's) keep the statements they repeat prepared (``NITRO_TEST_DB_PREPARED=1`` in the
+test settings: server-side binding, ``prepare_threshold`` 5), as docs/django.md advises;
+``default`` is Django's (client-side binding, nothing prepared).
 
 The test settings the workers run with use Django's connection pool (``OPTIONS["pool"]``):
 Celery closes the database connection around every task, and without a pool each task opens a
@@ -443,6 +448,13 @@ def main() -> int:
         default="",
         help="pin the server to this CPU on both sides (taskset -c; default: not pinned)",
     )
+    parser.add_argument(
+        "--binding",
+        choices=("default", "prepared"),
+        default="prepared",
+        help="PostgreSQL for the Celery side: Django's default (client-side binding) or the "
+        "statements prepared, as docs/django.md advises (default: prepared)",
+    )
     args = parser.parse_args()
     threads, concurrency = max(1, args.threads), max(WORKERS, args.concurrency)
     slots = concurrency // WORKERS
@@ -458,6 +470,8 @@ def main() -> int:
             "NITRO_TEST_BROKER_URL": broker_url,
             "NITRO_TEST_QUEUE": queue,
             "NITRO_TEST_MAX_CONCURRENT_REQUESTS": str(slots),
+            # tests.settings: the workers' and this process's connections (see --binding)
+            "NITRO_TEST_DB_PREPARED": "1" if args.binding == "prepared" else "0",
         }
     )
     create_database(db_name)
@@ -551,6 +565,11 @@ def main() -> int:
         f"{concurrency} in flight on each side; `langgraph dev` in-memory runtime, "
         "`--n-jobs-per-worker 10`"
         + (f", pinned to CPU {args.server_cpu} on both sides" if args.server_cpu else "")
+        + (
+            "; PostgreSQL's statements prepared (`--binding prepared`)"
+            if args.binding == "prepared"
+            else "; Django's default binding (`--binding default`)"
+        )
         + ".\n"
     )
     print("| path | seconds | flows/s |")
