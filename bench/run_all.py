@@ -28,7 +28,7 @@ QUICK_ARGS = {
     "audit.py": ["--events", "100000", "--decisions", "60"],
     "client_overhead.py": ["--runs", "10"],
     "decision_latency.py": ["--flows", "10"],
-    "flow_cost.py": ["--flows", "10", "--resumes", "60", "--repeats", "1"],
+    "flow_cost.py": ["--flows", "10", "--rounds", "1", "--resumes", "60", "--repeats", "1"],
     "throughput.py": ["--threads", "40"],
 }
 #: Benches run more than once: the arguments added, and why (each run gets its own section).
