@@ -22,10 +22,10 @@ call, approved, then the model's answer.
    ``--rounds`` rounds runs the flows twice, with Django's default (client-side binding, nothing
    prepared) and with :data:`PREPARED` in the database's ``OPTIONS`` (PostgreSQL keeps the
    statements each connection repeats prepared: no parse and plan for them), and prints each
-   per call, a flow's total each round and the ratio. The admin page's own reads (the review it shows, the request's user and its
-   permissions, which its ``can_decide`` reads before calling ``decide``) are not counted. The
-   server's CPU is left out here: calls one at a time leave it waiting on its scheduler's 0.5 s
-   sleep.
+   per call, a flow's total each round and the ratio. The admin page's own reads (the review it
+   shows, the request's user and its permissions, which its ``can_decide`` reads before calling
+   ``decide``) are not counted. The server's CPU is left out here: calls one at a time leave it
+   waiting on its scheduler's 0.5 s sleep.
 2. **The server's side, per resume.** ``--resumes`` threads paused (with ``langgraph_sdk``),
    then resumed 20 at a time, each way on a fresh server, ``--repeats`` times in turn: the
    server's CPU per resume. ``runs/wait`` is what the SDK flow of bench/throughput.py sends; it

@@ -171,15 +171,15 @@ def _changed(events: Iterable[Event], db: str) -> None:
     status, its decision's outcome, its claim, its assignment, a new review on the thread) only
     changes with such an event. A thread's and a run's own events (opened, a run requested,
     started or finished, a delivery) change nothing there, and cost no Redis write."""
-    if any(event.review_id is not None or _review_of(event) is not None for event in events):
+    if any(_about_a_review(event) for event in events):
         changes.changed(using=db)
 
 
-def _review_of(event: Event) -> Review | None:
-    """The review ``event`` was built with, without a query (None when it has none)."""
+def _about_a_review(event: Event) -> bool:
+    """``event`` names a review: by its id, or by the instance it was built with (read from the
+    field's cache, without a query)."""
     field: Any = Event._meta.get_field("review")
-    review: Review | None = field.get_cached_value(event, default=None)
-    return review
+    return event.review_id is not None or field.get_cached_value(event, None) is not None
 
 
 def _append_linked(
