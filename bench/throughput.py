@@ -21,6 +21,8 @@ Real ``langgraph dev`` servers (in-memory runtime, ``--n-jobs-per-worker 10``) r
 - **Our client alone**: ``--concurrency`` threads sending what the workers send
   (``Assistants.run``, then ``Assistants.review`` with the pause held), with no database, no
   Celery and no reviewing process: how much of the gap is the requests themselves.
+- **Celery alone**: two of Celery's own no-op tasks a flow, sent from this process and run by the
+  same two workers: what Celery's machinery costs a flow with nothing in the tasks.
 
 ``--server-cpu N`` pins the server to CPU N on both sides (``taskset``), as if it had a core of
 its own the way a deployed Agent Server has its own host; everything else shares all the cores.
@@ -31,7 +33,10 @@ of its own (the in-memory runtime scans every run it holds to pick the next one,
 already ran another side's flows is slower). Prints the median round's CPU per flow, Celery
 side / SDK side (the goal, ≤ 1.5: the cost, which does not swing as the throughput does on a
 shared host), the median round's throughputs and ratio Celery / SDK (for information), every
-round's ratios, and where the Celery side's time and CPU went. Postgres CPU is that of the
+round's ratios, and where the Celery side's time and CPU went. Also the floor of the CPU ratio:
+our client alone (its server included), Celery alone and the Celery side's PostgreSQL, over the
+SDK side, per round: what the Celery side would cost with no code of ours in the tasks (nothing
+mirrored, audited or governed) and no reviewer, which no change to the services can go under. Postgres CPU is that of the
 backends connected to the bench's own database. Figures only, no assertions.
 
 ``--binding`` (default ``prepared``): the Celery side's PostgreSQL connections (the workers' and
@@ -387,6 +392,30 @@ def through_client(url: str, threads: int, concurrency: int) -> float:
     return in_threads(flow, threads, concurrency)
 
 
+def through_celery_alone(
+    app: Any, broker_url: str, queue: str, threads: int, timeout: float
+) -> float:
+    """Seconds for Celery's own part of ``threads`` flows with nothing in the tasks: two tasks a
+    flow (the run's and the resume's), sent from this process as ``start_run`` and ``decide``
+    send theirs (by name, a pk-sized argument), run by the same two workers from the same queue.
+    The task is Celery's built-in no-op ``celery.accumulate`` (it returns its arguments; there is
+    no result backend to store them), acknowledged on receipt where ours are acknowledged late:
+    if anything, less than our tasks cost. Done when the broker holds none of them, queued or
+    unacknowledged (polled every 50 ms; each poll is two Redis commands)."""
+    import redis
+
+    broker = redis.Redis.from_url(broker_url)
+    started = time.perf_counter()
+    for _ in range(2 * threads):
+        app.send_task("celery.accumulate", args=(str(uuid.uuid4()),), queue=queue)
+    deadline = time.monotonic() + timeout
+    while broker.llen(queue) or broker.hlen("unacked"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Celery alone: {broker.llen(queue)} tasks still queued")
+        time.sleep(0.05)
+    return time.perf_counter() - started
+
+
 def through_sdk(url: str, threads: int, concurrency: int) -> float:
     """Seconds for ``threads`` flows driven with ``langgraph_sdk`` at ``concurrency``."""
     from langgraph_sdk import get_sync_client
@@ -522,6 +551,8 @@ def main() -> int:
         rounds: list[tuple[float, float]] = []
         client_rounds: list[tuple[float, float]] = []  # our client alone, and that round's SDK
         cpu_rounds: list[tuple[float, float]] = []  # CPU seconds per flow: Celery side, SDK side
+        # CPU seconds: our client alone, Celery alone, the Celery side's PostgreSQL, the SDK side
+        floor_rounds: list[tuple[float, float, float, float]] = []
         for i in range(max(1, args.rounds)):
             fresh_server(f"{i}-celery")
             through_celery(warm_up, timeout=120)  # graph loaded, connections open
@@ -538,10 +569,27 @@ def main() -> int:
             sdk_queue = server_queue(server.log_path, 2 * threads)
             fresh_server(f"{i}-client")
             through_client(server.url, warm_up, concurrency)
-            client_seconds = through_client(server.url, threads, concurrency)
+            client_seconds, client_cpu, _ = measured(
+                lambda: through_client(server.url, threads, concurrency), groups()
+            )
+            _, alone_cpu, _ = measured(
+                lambda: through_celery_alone(app, broker_url, queue, threads, timeout), groups()
+            )
             client_rounds.append((client_seconds, sdk_seconds))
             rounds.append((celery_seconds, sdk_seconds))
             cpu_rounds.append((sum(celery_cpu.values()), sum(sdk_cpu.values())))
+            # The least CPU a flow through Celery could cost with no code of ours in the tasks and
+            # no reviewer: the requests the workers send (server and client), the two tasks, and
+            # PostgreSQL as the Celery side's statements cost it this round. Only the processes
+            # each pass works in: the others idle meanwhile (the workers poll the broker).
+            floor_rounds.append(
+                (
+                    client_cpu["server"] + client_cpu["this process"],
+                    sum(v for k, v in alone_cpu.items() if k != "server" and k != "postgres"),
+                    celery_cpu["postgres"],
+                    sum(sdk_cpu.values()),
+                )
+            )
         # Would the SDK side go faster with as many threads as the Celery side has? (No: at
         # --concurrency requests in flight the server's job slots are already always busy.)
         wide = WORKERS * worker_threads
@@ -649,6 +697,26 @@ def main() -> int:
             for c, s in cpu_rounds
         )
         + ". The throughput ratio above is for information."
+    )
+    # The floor: what the Celery side would cost with no service code at all (nothing mirrored,
+    # nothing audited, no reviewer), by round, over that round's SDK side.
+    floors = sorted(
+        ((client + alone + postgres) / sdk, (client + alone) / sdk)
+        for client, alone, postgres, sdk in floor_rounds
+        if sdk
+    )
+    floor_ratio, floor_no_db = floors[len(floors) // 2] if floors else (0.0, 0.0)
+    print(
+        f"- the floor of that ratio, with no code of ours in the tasks: **{floor_ratio:.2f}** "
+        f"({floor_no_db:.2f} with PostgreSQL's CPU left out too), the median of "
+        f"{len(floor_rounds)} rounds; every round (ms per flow: our client alone, its server "
+        "included / Celery alone, two no-op tasks / the Celery side's PostgreSQL / the SDK side "
+        "→ ratio): "
+        + "; ".join(
+            f"{1000 * c / threads:.1f} / {1000 * a / threads:.1f} / {1000 * p / threads:.1f} / "
+            f"{1000 * s / threads:.1f} → {(c + a + p) / s if s else 0:.2f}"
+            for c, a, p, s in floor_rounds
+        )
     )
     print(
         "- the server's event loop (its main thread, which every request and run goes through), "
