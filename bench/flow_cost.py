@@ -33,6 +33,15 @@ call, approved, then the model's answer.
    streams ``checkpoints`` + ``updates``: the updates show whether a node ran (applied or
    stale), the last checkpoint whether the run had finished or the stream was cut short.
 
+``--against REV`` also measures another commit's own flow in the same run: REV's files (``git
+archive``, nothing checked out here) in a scratch folder, its own ``bench/flow_cost.py
+--flows N --resumes 1 --repeats 1`` run with this venv before each round of part 1, and the
+ratio of this ``main``'s flow to REV's printed per round. Milliseconds of CPU swing by a third and
+more between days on this machine (the same code gave 14.0 and 25.1 ms a flow); a ratio to a
+peer measured in the same run does not. :data:`FILED_AT` is the commit issue 21 was filed
+against (34 statements and 22 ms a flow that day, no review rule, no claim, no audit chain): its
+goal, half that CPU with all three on, is a ratio of at most 0.5 to it.
+
 Figures only, no assertions.
 """
 
@@ -40,6 +49,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -92,6 +104,14 @@ BINDINGS = {
     "Django's default (client-side binding)": {},
     "statements prepared (`server_side_binding`, `prepare_threshold`)": PREPARED,
 }
+
+#: The commit issue 21 ("half the SQL and half the CPU") was filed against: its flow had no
+#: review rule, claim or audit chain, 34 statements and about 22 ms of CPU that day.
+FILED_AT = "c62fc2f"
+#: The flow's row of a flow_cost table (each commit's bench prints one): its CPU and statements.
+#: Part 2 of another commit's bench cut short (its flow_cost may not take ``--resumes 0``).
+ONE_RESUME = ("--resumes", "1", "--repeats", "1")
+FLOW_ROW = re.compile(r"^\| \*\*a flow\*\* \| \*\*([0-9.]+)\*\* \| \*\*([0-9.]+)\*\* \|", re.M)
 
 CALLS = (
     "`services.start_run` (a new thread)",
@@ -225,6 +245,36 @@ def our_side(
     ]
 
 
+def other_commit(rev: str, folder: Path) -> Path:
+    """``rev``'s files (``git archive``) in ``folder``, to run its own bench with this venv."""
+    folder.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev], capture_output=True, check=False
+    )
+    if archive.returncode:  # a shallow clone, say, has no older commit
+        raise SystemExit(f"--against {rev}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    return folder
+
+
+def their_flow(folder: Path, flows: int) -> tuple[float, float]:
+    """(ms of CPU, SQL statements) a flow, as the commit in ``folder`` measures its own, in a
+    process of its own (its part 2 cut to one resume a way, which only its table needs)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NITRO_TEST_", "DJANGO_"))}
+    done = subprocess.run(
+        [sys.executable, "bench/flow_cost.py", "--flows", str(flows), *ONE_RESUME],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    found = FLOW_ROW.search(done.stdout)
+    if done.returncode or not found:
+        raise RuntimeError(f"{folder.name}'s flow_cost: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return float(found[1]), float(found[2])
+
+
 def server_side(url: str, pid: int, resumes: int, modes: list[str] | None) -> float:
     """Server CPU ms per resume sent as ``modes`` (None: ``runs/wait``)."""
     from langgraph_sdk import get_sync_client
@@ -272,6 +322,12 @@ def main() -> int:
     parser.add_argument(
         "--show-sql", action="store_true", help="print each statement of one flow, per call"
     )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        default="",
+        help=f"also measure REV's own flow before each round (issue 21's baseline: {FILED_AT})",
+    )
     args = parser.parse_args()
 
     db_name = f"nitro_bench_flow_cost_{os.getpid()}"
@@ -285,6 +341,8 @@ def main() -> int:
         }
     )
     workdir = Path(tempfile.mkdtemp(prefix="bench-flow-cost-"))
+    theirs: list[tuple[float, float]] = []
+    against = other_commit(args.against, workdir / "against") if args.against else None
     port = free_port()
     create_database(db_name)
     server = langgraph_server(workdir / "ours", port=port).start()
@@ -302,6 +360,8 @@ def main() -> int:
         reviewer = seed_reviewer()
         ours: dict[str, list[list[tuple[str, float, float, float]]]] = {b: [] for b in BINDINGS}
         for turn in range(max(1, args.rounds)):
+            if against is not None:
+                theirs.append(their_flow(against, max(1, args.flows)))
             for binding, options in BINDINGS.items():
                 use_binding(options)
                 shown = args.show_sql and turn == 0
@@ -322,6 +382,7 @@ def main() -> int:
 
         connections.close_all()
         drop_database(db_name)
+        shutil.rmtree(workdir, ignore_errors=True)
 
     print(
         f"Our side, one call at a time ({args.flows} flows a round, {args.rounds} rounds taking "
@@ -358,6 +419,19 @@ def main() -> int:
             f"\nPrepared / default, a flow: our CPU {prepared[0] / default[0]:.2f}, "
             f"PostgreSQL's {prepared[1] / default[1]:.2f}, both {sum(prepared) / sum(default):.2f}."
         )
+    if theirs:
+        print(
+            f"\nIn the same run, `{args.against}`'s own flow (its bench, {args.flows} flows, "
+            f"{theirs[0][1]:.0f} statements), measured before each round: "
+            + ", ".join(f"{cpu:.2f}" for cpu, _ in theirs)
+            + " ms of CPU.\n"
+        )
+        print(f"| binding | ours / `{args.against}`'s, each round | mean |")
+        print("|---|---|---:|")
+        for binding, figures in flows.items():
+            ratios = [ours / cpu for (ours, _), (cpu, _) in zip(figures, theirs, strict=True)]
+            each_round = ", ".join(f"{r:.2f}" for r in ratios)
+            print(f"| {binding} | {each_round} | {sum(ratios) / len(ratios):.2f} |")
     if args.resumes <= 0:
         return 0
     print(

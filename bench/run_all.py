@@ -33,6 +33,15 @@ QUICK_ARGS = {
 }
 #: Benches run more than once: the arguments added, and why (each run gets its own section).
 VARIANTS: dict[str, list[tuple[list[str], str]]] = {
+    "flow_cost.py": [
+        (
+            ["--against", "c62fc2f"],
+            "With the flow of the commit issue 21 was filed against (`c62fc2f`: no review rule, "
+            "no claim, no audit chain) measured in the same run, before each round: the issue's "
+            "CPU goal, half of that flow's with all three on, is a ratio of at most 0.5 to it, "
+            "which the machine's swing from day to day does not move.",
+        ),
+    ],
     "throughput.py": [
         ([], ""),
         (
