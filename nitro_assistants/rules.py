@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -316,13 +317,13 @@ def clean_review_decision(pending: PendingReview, body: Mapping[str, Any]) -> di
         if reply.get("action") == "reject" and reply.get("message"):
             cleaned["message"] = str(reply["message"])
         return {"reply": cleaned, "tool_calls": None, "note": note.strip()}
-    by_id = {str(item["id"]): item for item in tool_calls or []}
+    by_id = {str(item["id"]): (index, item) for index, item in enumerate(tool_calls or [])}
     items = []
     for call in pending.tool_calls:
-        item = by_id[str(call["id"])]
+        index, item = by_id[str(call["id"])]
         kept: dict[str, Any] = {"id": call["id"], "action": item["action"]}
         if item["action"] == "edit":
-            kept["args"] = dict(item["args"])
+            kept["args"] = merged_args(call, item["args"], f"tool_calls[{index}].args")
         if item["action"] in ("respond", "reject") and item.get("message"):
             kept["message"] = str(item["message"])
         items.append(kept)
@@ -369,6 +370,104 @@ def clean_dialect_decision(pending: PendingReview, body: Mapping[str, Any]) -> d
     kinds = {pause.interrupt_id: pause.kind for pause in pending.pauses}
     kept = {k: (v[0] if kinds.get(k) == INBOX else v) for k, v in resume.items()}
     return {"answers": kept, "note": note.strip()}
+
+
+def merged_args(call: Mapping[str, Any], edited: Mapping[str, Any], field: str) -> dict[str, Any]:
+    """The arguments an edit of the held ``call`` stands for: the call's full arguments with the
+    edit's keys replaced (an edit names only what it changes: the admin posts that way, and the
+    server itself merges them so, §4), each edited value checked against the held one's type.
+
+    Everything after validation (the rules, the quorum's versions, the digest, the resume, the
+    decision record) sees this merged call, never the partial edit. Raises
+    :class:`InteractionDecisionError` naming the argument (``tool_calls[0].args.amount``)."""
+    held = call.get("args") if isinstance(call.get("args"), Mapping) else {}
+    assert isinstance(held, Mapping)
+    for name, value in edited.items():
+        where = f"{field}.{name}"
+        if name not in held:
+            raise _invalid(
+                where,
+                f"The call has no argument `{name}`; it has "
+                f"{', '.join(f'`{a}`' for a in held) or 'none'}",
+            )
+        problem = value_type_problem(held[name], value)
+        if problem is not None:
+            raise _invalid(where, f"`{name}` {problem}")
+    return {**held, **edited}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list | tuple):
+        return "list"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def value_type_problem(held: Any, value: Any) -> str | None:
+    """Why ``value`` cannot stand in for the held value ``held`` (None: it can): a value of
+    another JSON type (``"5000"`` for ``20``, ``1`` for ``true``), a number that is not finite,
+    a whole number made fractional; objects and lists are checked item by item against the held
+    ones. A held ``null`` takes any value (the rules then fail closed on what they cannot
+    compare: :mod:`nitro_assistants.policies`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number (NaN and Infinity are not JSON numbers)"
+    if held is None:
+        return _non_finite_inside(value)
+    want, got = _json_type(held), _json_type(value)
+    if want != got:
+        article = "an" if want[0] in "aeiou" else "a"
+        return f"must be {article} {want}, as the assistant gave it; got {got} {_short(value)}"
+    if (
+        want == "number"
+        and isinstance(held, int)
+        and isinstance(value, float)
+        and not value.is_integer()
+    ):
+        return f"must be a whole number, as the assistant gave it; got {value!r}"
+    if want == "object":
+        for key, item in value.items():
+            if key in held:
+                problem = value_type_problem(held[key], item)
+            else:
+                problem = _non_finite_inside(item)
+            if problem is not None:
+                return f"(at `{key}`) {problem}"
+    if want == "list":
+        kinds = {_json_type(item) for item in held}
+        for position, item in enumerate(value):
+            problem = (
+                value_type_problem(held[0], item) if len(kinds) == 1 else _non_finite_inside(item)
+            )
+            if problem is not None:
+                return f"(item {position}) {problem}"
+    return None
+
+
+def _non_finite_inside(value: Any) -> str | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number (NaN and Infinity are not JSON numbers)"
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        for item in value:
+            problem = _non_finite_inside(item)
+            if problem is not None:
+                return problem
+    return None
+
+
+def _short(value: Any) -> str:
+    text = canonical_json(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 #: What one held call's decision, and a reply's, may hold.
