@@ -9,8 +9,12 @@ calls; a call no rule matches gets the default (one approval, anyone who may dec
 
 A condition is ``{"path": "order.total", "op": "gt", "value": 100}``. The path walks the
 arguments: dotted keys, ``[n]`` or ``.n`` for a list index, an optional leading ``$.``. A path the
-arguments do not have never matches (whatever the operator, ``ne`` included), nor does a value of
-another type than the operator compares (``"12" gt 10``).
+arguments do not have never matches (whatever the operator, ``ne`` included). A condition that
+cannot be evaluated on the value it reads (a number compared with something that is not one,
+``"5000" gt 100``; an order between a text and a number; a text test on a list) is neither true nor
+false: its rule **fails closed**. The call gets the strictest handling among the rules that could
+apply (those that cannot be evaluated, and the first that matches for certain, or the default),
+and the handling says so (:attr:`Handling.unsure`).
 
 :func:`compile_rules` turns rows into a :class:`RuleSet` once; :meth:`RuleSet.handling` then costs
 a few microseconds per call even with a thousand rules (rules are bucketed by assistant, kind and
@@ -22,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import heapq
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -129,17 +134,26 @@ class Condition:
     pattern: re.Pattern[str] | None = None
 
     def holds(self, document: Any) -> bool:
+        """Whether the condition holds for certain (see :meth:`test`)."""
+        return self.test(document) is True
+
+    def test(self, document: Any) -> bool | None:
+        """True or False, or None when the condition cannot be evaluated on the value: a number
+        compared with something that is not a number (``"5000" gt 100``, ``5000 eq "5000"``),
+        an order between values of different types, a text test on a value that is not a
+        text. A rule with such a condition fails closed (:meth:`RuleSet.handling`)."""
         actual = resolve(document, self.path)
         if actual is _MISSING:
             return False
         op, expected = self.op, self.value
-        if op == "eq":
-            return _equal(actual, expected)
-        if op == "ne":
-            return not _equal(actual, expected)
+        if op in ("eq", "ne"):
+            if _number(actual) != _number(expected) and not _equal(actual, expected):
+                return None
+            same = _equal(actual, expected)
+            return same if op == "eq" else not same
         if op in ("lt", "lte", "gt", "gte"):
             if not _comparable(actual, expected):
-                return False
+                return None
             if op == "lt":
                 return bool(actual < expected)
             if op == "lte":
@@ -148,17 +162,32 @@ class Condition:
                 return bool(actual > expected)
             return bool(actual >= expected)
         if op == "in":
-            return any(_equal(actual, item) for item in expected)
+            if any(_equal(actual, item) for item in expected):
+                return True
+            if any(_number(actual) != _number(item) for item in expected):
+                return None
+            return False
         if op == "contains":
             if isinstance(actual, str):
-                return isinstance(expected, str) and expected in actual
+                return expected in actual if isinstance(expected, str) else None
             if isinstance(actual, list):
-                return expected in actual
+                if any(_equal(item, expected) for item in actual):
+                    return True
+                if any(_number(item) != _number(expected) for item in actual):
+                    return None
+                return False
             if isinstance(actual, Mapping):
-                return isinstance(expected, str) and expected in actual
-            return False
+                return expected in actual if isinstance(expected, str) else None
+            return None
         assert self.pattern is not None  # matches
-        return isinstance(actual, str) and self.pattern.search(actual) is not None
+        if not isinstance(actual, str):
+            return None
+        return self.pattern.search(actual) is not None
+
+    def describe(self) -> str:
+        """``amount gt 100``, as a reader would write it."""
+        path = ".".join(str(part) for part in self.path)
+        return f"{path} {self.op} {json.dumps(self.value, default=str)}"
 
 
 def clean_condition(raw: Any, index: int = 0) -> Condition:
@@ -237,6 +266,9 @@ class Handling:
     rule_id: int | None = None
     rule_name: str = ""
     rule_version: int = 0
+    #: The conditions that could not be evaluated and made this handling stricter (blank: none),
+    #: e.g. ``rule 'Large refunds': amount gt 100 on "5000"``.
+    unsure: str = ""
 
     @property
     def strictness(self) -> tuple[int, int]:
@@ -427,10 +459,39 @@ class RuleSet:
         return found
 
     def first_match(self, assistant: str, kind: str, tool: str, document: Any) -> Rule | None:
+        """The first rule whose conditions all hold for certain (no fail-closed)."""
         for rule in self.candidates(assistant, kind, tool):
             if all(condition.holds(document) for condition in rule.conditions):
                 return rule
         return None
+
+    def call_handling(self, assistant: str, kind: str, tool: str, document: Any) -> Handling:
+        """One call's handling: the first rule that matches it, or the default; failing closed
+        on a rule before it that cannot be evaluated on the call (the strictest of those and
+        the match, marked :attr:`Handling.unsure`)."""
+        unsure: list[tuple[Rule, Condition]] = []
+        found = DEFAULT
+        for rule in self.candidates(assistant, kind, tool):
+            results = [(condition, condition.test(document)) for condition in rule.conditions]
+            if any(result is False for _, result in results):
+                continue
+            undecided = [condition for condition, result in results if result is None]
+            if not undecided:
+                found = rule.handling
+                break
+            unsure.append((rule, undecided[0]))
+        if not unsure:
+            return found
+        chosen = found
+        for rule, _ in unsure:
+            if rule.handling.strictness > chosen.strictness:
+                chosen = rule.handling
+        why = "; ".join(
+            f"rule {rule.handling.rule_name or rule.id!r}: {condition.describe()} cannot be "
+            f"evaluated on {json.dumps(resolve(document, condition.path), default=str)[:60]}"
+            for rule, condition in unsure
+        )
+        return dataclasses.replace(chosen, unsure=why)
 
     def handling(
         self,
@@ -449,17 +510,74 @@ class RuleSet:
             ]
         chosen: Handling | None = None
         for tool, document in documents:
-            rule = self.first_match(assistant, kind, tool, document)
-            found = rule.handling if rule is not None else DEFAULT
+            found = self.call_handling(assistant, kind, tool, document)
             if chosen is None or found.strictness > chosen.strictness:
                 chosen = found
         return chosen or DEFAULT
 
 
-def stricter(current: Handling, new: Handling) -> Handling:
-    """The handling after an edit: the new one when it is stricter, else the current one (an
-    edit never loosens a review's handling)."""
-    return new if new.strictness > current.strictness else current
+class EditConflictError(PolicyError):
+    """An edit would put a review under a rule whose group differs from the group it is held
+    for: no single group may decide it, so the edit is refused."""
+
+
+def after_edit(current: Handling, fresh: Handling) -> Handling:
+    """The handling of a review after an edit: never looser than ``current`` (the handling it
+    had) nor than ``fresh`` (the rules evaluated from scratch on the edited, merged content),
+    and who may decide never widens.
+
+    - the same rule (and version) as now: ``current`` (an escalation's group stands);
+    - an auto-rejection on either side wins; an auto-approval never loosens a review;
+    - two reviews: the stricter one's rule, with the larger number of approvals and the group
+      either names; two different groups raise :class:`EditConflictError`."""
+    if fresh.rule_id is not None and (fresh.rule_id, fresh.rule_version) == (
+        current.rule_id,
+        current.rule_version,
+    ):
+        return current
+    if current.action == AUTO_REJECT:
+        return current
+    if fresh.action == AUTO_REJECT:
+        return fresh
+    if fresh.action == AUTO_APPROVE:
+        return current
+    if current.action == AUTO_APPROVE:
+        return fresh
+    if (
+        current.group_id is not None
+        and fresh.group_id is not None
+        and current.group_id != fresh.group_id
+    ):
+        raise EditConflictError(
+            f"This edit puts the review under rule {fresh.rule_name or fresh.rule_id!r}, "
+            f"decided by {fresh.group or 'its group'}, while it is held for "
+            f"{current.group or 'another group'}: no one group may decide it. Reject the call "
+            "(the assistant may propose it again) or decide it as it is.",
+            field="tool_calls",
+        )
+    fresh_first = (fresh.strictness, fresh.group_id is not None) > (
+        current.strictness,
+        current.group_id is not None,
+    )
+    base, other = (fresh, current) if fresh_first else (current, fresh)
+    approvals = max(base.approvals, other.approvals)
+    group_id = base.group_id if base.group_id is not None else other.group_id
+    group = base.group if base.group_id is not None else other.group
+    unsure = "; ".join(text for text in (base.unsure, other.unsure) if text)
+    return dataclasses.replace(
+        base, approvals=approvals, group_id=group_id, group=group, unsure=unsure
+    )
+
+
+def same_handling(left: Handling, right: Handling) -> bool:
+    """Whether two handlings ask the same of a review (rule, action, quorum, group)."""
+    return (left.rule_id, left.rule_version, left.action, left.approvals, left.group_id) == (
+        right.rule_id,
+        right.rule_version,
+        right.action,
+        right.approvals,
+        right.group_id,
+    )
 
 
 def progress(approved: int, required: int, group: str) -> str:
@@ -479,14 +597,16 @@ __all__ = [
     "OPERATORS",
     "REVIEW",
     "Condition",
+    "EditConflictError",
     "Handling",
     "PolicyError",
     "Rule",
     "RuleSet",
+    "after_edit",
     "clean_condition",
     "clean_conditions",
     "clean_rule",
     "parse_path",
     "progress",
-    "stricter",
+    "same_handling",
 ]

@@ -154,9 +154,9 @@ def test_an_edit_never_loosens() -> None:
     review = REFUNDS.handling("a", "tool_calls", calls(300))
     approve = REFUNDS.handling("a", "tool_calls", calls(30))
     reject = REFUNDS.handling("a", "tool_calls", calls(5000))
-    assert policies.stricter(review, approve) is review
-    assert policies.stricter(approve, review) is review
-    assert policies.stricter(review, reject) is reject
+    assert policies.after_edit(review, approve) is review
+    assert policies.after_edit(approve, review) is review
+    assert policies.after_edit(review, reject) is reject
 
 
 @pytest.mark.parametrize(
