@@ -23,7 +23,7 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from nitro_assistants import policies, rules
 from nitro_assistants.models import Approval, Decision, Policy, Review, ReviewHandling
-from nitro_assistants.services.policies import approval_count, waiting_for
+from nitro_assistants.services.policies import approval_count, lapsed_approvals, waiting_for
 
 #: How many of the latest tool-call and reply reviews a dry run looks at (``?last=`` changes it).
 DRY_RUN_DEFAULT, DRY_RUN_MAX = 200, 2000
@@ -337,6 +337,13 @@ def governance_context(review: Review) -> dict[str, Any]:
                 {"user": a.user.get_username(), "at": a.at, "revision": a.revision}
                 for a in review.approvals.select_related("user").order_by("at", "pk")
             ],
+            # Approvals of this content that no longer count, and why (deactivated, out of
+            # the group), so nobody takes them for ones still standing.
+            "lapsed": [
+                {"user": a.user.get_username(), "why": why}
+                for a, why in lapsed_approvals(review)
+            ],
+            "unsure": handling.unsure,
         }
     }
 

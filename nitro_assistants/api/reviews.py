@@ -24,7 +24,6 @@ from nitro_assistants.conversation import held_call_ids, held_messages, role_of
 from nitro_assistants.exceptions import ReviewSupersededError, ThreadResumptionError
 from nitro_assistants.models import Decision, Review
 from nitro_assistants.services.interactions import describe
-from nitro_assistants.services.reviews import DECIDE_PERMISSION
 
 VIEW_PERMISSION = "nitro_assistants.view_review"
 MAX_PK = 2**63 - 1
@@ -239,13 +238,7 @@ def decide(request: HttpRequest, user: Any, review_id: str) -> HttpResponse:
     or an interaction's body; the answer is the review decided, as :func:`review` shows it."""
     shown = _review_for(user, review_id)
     if not services.may_decide(user, shown, "api"):
-        raise ApiError(
-            403,
-            "forbidden",
-            "Only the person who opened this session may decide its interactions"
-            if shown.kind in rules.INTERACTION_KINDS
-            else f"Deciding reviews needs the {DECIDE_PERMISSION} permission",
-        )
+        raise ApiError(403, "forbidden", str(services.refusal(shown, "api", user)))
     body = _json_body(request)
     try:
         # The pk, not the review read above: the revision and digest are the body's, as shown.

@@ -1,6 +1,5 @@
 """The only code that changes state. Every function guards the current status, locks the rows it
-changes (``select_for_update``, or, for a person's decision on PostgreSQL, a compare-and-set
-statement that writes only while the review is as read), writes an
+changes (``select_for_update``), writes an
 :class:`~nitro_assistants.models.Event`, sends its signal and enqueues Celery work after the
 write commits (:mod:`.commits`). A thread, review or run is locked with
 ``no_key=True`` (FOR NO KEY UPDATE: as exclusive against our other writers): other rows' foreign
@@ -27,6 +26,7 @@ from nitro_assistants.services.reviews import (
     execute_resume,
     fail_resume,
     may_decide,
+    refusal,
     validate_decision,
 )
 from nitro_assistants.services.runs import (
@@ -49,6 +49,7 @@ __all__ = [
     "fail_run",
     "may_decide",
     "record_deliveries",
+    "refusal",
     "requeue_stale",
     "requeue_stale_steps",
     "start_run",

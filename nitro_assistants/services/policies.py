@@ -13,10 +13,15 @@ Quorum, as documented in docs/governance.md:
   the first one, returned again);
 - a rejection (every held call rejected or answered, or the reply rejected) ends it at once;
   a decision that approves some calls and rejects others is refused on a quorum review;
-- an edit records a new version of the content (revision + 1, a new digest): approvals of the
-  old content no longer count, the editor's counts as the first of the new one, and the rules
-  are evaluated on the edited content: a stricter rule's handling replaces the current one,
-  a looser one never does;
+- an edit is merged into the held call's full arguments and checked by type before anything
+  here reads it (:func:`nitro_assistants.rules.merged_args`); it records a new version of the
+  content (revision + 1, a new digest): approvals of the old content no longer count, the
+  editor's counts as the first of the new one, and the rules are evaluated on the merged
+  content (:func:`nitro_assistants.policies.after_edit`): the handling never gets looser than
+  the current one nor than the rules give the new content, who may decide never widens, and
+  the editor must be someone who may decide under the handling the edit moves it under;
+- a review a rule auto-rejects cannot be approved by a person (the policy's rejection stands);
+- approvals by people deactivated or taken out of the group before the quorum completes lapse;
 - with ``SEPARATE_DUTIES`` (``"quorum"`` by default) the person who opened the conversation or
   started the run may not approve on a quorum review (``"always"``: on every review).
 """
@@ -265,6 +270,7 @@ def give_handling(
     else:
         row, _ = ReviewHandling.objects.update_or_create(review=review, defaults=fields)
     review.handling = row
+    extra: dict[str, Any] = {"unsure": handling.unsure} if handling.unsure else {}
     record_event(
         review.thread,
         "policy_matched",
@@ -277,6 +283,7 @@ def give_handling(
         approvals=handling.approvals,
         group=handling.group,
         why=why,
+        **extra,
     )
     if handling.action in (policies.AUTO_APPROVE, policies.AUTO_REJECT):
         enqueue("nitro_assistants.apply_policy", review.pk)
@@ -308,6 +315,46 @@ def in_group(user: Any, group_id: int | None, *, known: bool | None = None) -> b
     return bool(user.groups.filter(pk=group_id).exists())
 
 
+def handling_row(review: Review) -> ReviewHandling | None:
+    try:
+        return review.handling
+    except ReviewHandling.DoesNotExist:
+        return None
+
+
+def group_allows(user: Any, review: Review) -> bool:
+    """Whether the review's rule lets ``user`` decide it: a member of the rule's group (after
+    an escalation, the group it escalated to), a superuser, or anyone when the rule names no
+    group. Part of :func:`nitro_assistants.services.may_decide`, which every way of ending a
+    review asks (decide, dismiss, bulk actions, the API)."""
+    if review.kind not in rules.REVIEW_KINDS:
+        return True
+    row = handling_row(review)
+    if row is None or row.group_id is None:
+        return True
+    return in_group(user, row.group_id, known=getattr(review, "reviewer_in_group", None))
+
+
+def group_refusal(review: Review) -> PolicyForbiddenError:
+    row = handling_row(review)
+    name = row.group.name if row is not None and row.group is not None else ""
+    return PolicyForbiddenError(f"Only members of {name} may decide this review")
+
+
+def current_handling(row: ReviewHandling | None) -> policies.Handling:
+    """The handling a review is under now: its rule's, with what changed since on its row (an
+    escalation's group)."""
+    if row is None:
+        return policies.DEFAULT
+    return dataclasses.replace(
+        row.handling,
+        action=row.action,
+        approvals=row.approvals_required,
+        group_id=row.group_id,
+        group=row.group.name if row.group is not None else "",
+    )
+
+
 def separated(review: Review, required: int) -> bool:
     """Whether the run's starter and the conversation's opener are kept from approving."""
     setting = app_settings.SEPARATE_DUTIES
@@ -323,10 +370,12 @@ def own_action(user: Any, review: Review) -> bool:
 
 
 def counted_approvals() -> QuerySet[Approval]:
-    """Approvals that count: of their review's content as it is now, by people of the review's
-    group when it has one (after an escalation, the new group's) or superusers. Filter it by
+    """Approvals that count: of their review's content as it is now, by active people of the
+    review's group when it has one (after an escalation, the new group's) or superusers: an
+    approver deactivated or taken out of the group before the quorum completes no longer
+    counts (:func:`lapsed_approvals` says whose lapsed). Filter it by
     review; count distinct users (a superuser in several groups is joined once per group)."""
-    return Approval.objects.filter(digest=F("review__digest")).filter(
+    return Approval.objects.filter(digest=F("review__digest"), user__is_active=True).filter(
         Q(review__handling__group__isnull=True)
         | Q(user__is_superuser=True)
         | Q(user__groups=F("review__handling__group"))
@@ -353,6 +402,31 @@ def _counted(review: Review) -> QuerySet[Approval]:
 def approved_by(review: Review) -> list[Approval]:
     """The approvals that count, oldest first."""
     return list(_counted(review).select_related("user").order_by("at", "pk"))
+
+
+def lapsed_approvals(review: Review) -> list[tuple[Approval, str]]:
+    """Approvals of the review's content as it is now that no longer count, oldest first, each
+    with why: its approver was deactivated, or is no longer in the group deciding it."""
+    counted = set(_counted(review).values_list("pk", flat=True))
+    try:
+        group = review.handling.group
+    except ReviewHandling.DoesNotExist:
+        group = None
+    lapsed = []
+    for approval in (
+        Approval.objects.filter(review=review, digest=review.digest)
+        .exclude(pk__in=counted)
+        .select_related("user")
+        .order_by("at", "pk")
+    ):
+        if not approval.user.is_active:
+            why = "deactivated"
+        elif group is not None:
+            why = f"no longer in {group.name}"
+        else:
+            why = "no longer counts"
+        lapsed.append((approval, why))
+    return lapsed
 
 
 def waiting_for(review: Review) -> str:
@@ -462,30 +536,49 @@ class _Plan:
     required: int = 1
     edited: bool = False
     content: dict[str, Any] | None = None
-    #: The handling an edit calls for, when stricter than the review's.
-    after: Any = None
+    #: The handling an edit moves the review under, when it differs from the review's.
+    after: policies.Handling | None = None
 
 
 def _plan(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> _Plan:
-    """The checks of :func:`gate` (raising its errors) and what it will do, without writing."""
+    """The checks of :func:`gate` (raising its errors) and what it will do, without writing.
+
+    ``cleaned`` holds edits already merged into the held calls' full arguments and checked by
+    type (:func:`nitro_assistants.rules.merged_args`): the rules read the merged call."""
     if not _person(user) or review.kind not in rules.REVIEW_KINDS:
         return _Plan(plain=True)
-    try:
-        row: ReviewHandling | None = review.handling
-    except ReviewHandling.DoesNotExist:
-        row = None
-    current = row.handling if row is not None else policies.DEFAULT
-    required = row.approvals_required if row is not None else 1
-    group_id = row.group_id if row is not None else None
-    if via is not None and not in_group(
-        user, group_id, known=getattr(review, "reviewer_in_group", None)
-    ):
-        name = row.group.name if row is not None and row.group else ""
-        raise PolicyForbiddenError(f"Only members of {name} may decide this review")
+    row = handling_row(review)
+    current = current_handling(row)
+    required = current.approvals
+    if via is not None and not group_allows(user, review):
+        raise group_refusal(review)
     actions = _actions(cleaned)
     runs = [a for a in actions if a in RUNS]
     if not runs:  # a rejection ends it, whatever the quorum
         return _Plan(plain=True)
+    if current.action == policies.AUTO_REJECT:
+        raise PolicyForbiddenError(
+            f"Policy rule {current.rule_name or current.rule_id} rejects this review: "
+            f"{current.reason or 'it cannot be approved'}"
+        )
+    after: policies.Handling | None = None
+    content: dict[str, Any] | None = None
+    if "edit" in runs:
+        content = _edited_content(review, cleaned)
+        fresh = evaluate(review, tool_calls=content["tool_calls"], reply=content["reply"])
+        try:
+            moved = policies.after_edit(current, fresh)
+        except policies.EditConflictError as exc:
+            raise PolicyForbiddenError(str(exc)) from None
+        if not policies.same_handling(moved, current):
+            after = moved
+            required = moved.approvals
+            # Who may decide it under the rule the edit moves it under, asked again.
+            if moved.action == policies.REVIEW and not in_group(user, moved.group_id):
+                raise PolicyForbiddenError(
+                    f"This edit puts the review under rule {moved.rule_name or moved.rule_id!r}: "
+                    f"only members of {moved.group} may decide it"
+                )
     if separated(review, required) and own_action(user, review):
         raise PolicyForbiddenError(
             "You started this conversation: someone else must approve its assistant's actions"
@@ -496,25 +589,15 @@ def _plan(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> _P
             "them all",
             field="tool_calls",
         )
-    edited = "edit" in runs
-    if edited:
-        content = _edited_content(review, cleaned)
-        after = policies.stricter(
-            current,
-            evaluate(review, tool_calls=content["tool_calls"], reply=content["reply"]),
+    if content is not None:
+        return _Plan(
+            plain=after is None and required <= 1,
+            required=required,
+            edited=True,
+            content=content,
+            after=after,
         )
-        if after is not current:
-            return _Plan(plain=False, required=required, edited=True, content=content, after=after)
-        return _Plan(plain=required <= 1, required=required, edited=True, content=content)
     return _Plan(plain=required <= 1, required=required)
-
-
-def plain(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> bool:
-    """True when :func:`gate` lets the decision through as it is and writes nothing else (no
-    quorum, no stricter handling after an edit): it may then be recorded by one
-    compare-and-set statement instead of under the review's lock. Raises :func:`gate`'s
-    errors."""
-    return _plan(review, user, cleaned, via).plain
 
 
 def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gate:
@@ -573,10 +656,13 @@ __all__ = [
     "Gate",
     "PolicyActor",
     "approved_by",
+    "current_handling",
     "evaluate",
     "gate",
     "give_handling",
+    "group_allows",
     "handling_of",
+    "lapsed_approvals",
     "review_mirrored",
     "ruleset",
     "waiting_for",

@@ -31,12 +31,10 @@ from nitro_assistants.exceptions import (
     ReviewSupersededError,
     ThreadResumptionError,
 )
-from nitro_assistants.models import Approval, Decision, Review, ReviewHandling, Run, Thread
-from nitro_assistants.services import chain, clients, commits, policies, rows, writes
+from nitro_assistants.models import Approval, Decision, Review, Run, Thread
+from nitro_assistants.services import clients, policies, rows, writes
 from nitro_assistants.services.audit import (
-    batching,
     events_batched,
-    events_held,
     record_event,
     send_on_commit,
 )
@@ -134,17 +132,20 @@ def validate_decision(review: Review, decision: Mapping[str, Any]) -> dict[str, 
 
 
 def may_decide(user: Any, review: Review, via: Channel) -> bool:
-    """Who may decide ``review``: anyone with ``decide_review`` (in the admin, or over the API
-    for tool calls and replies); a typed interaction also by the person who opened its session,
-    and over the API only by them. Code of the host project (``via=None``) brings its own."""
+    """Who may decide ``review``, asked by every way a review ends (decide, dismiss, bulk
+    actions, the API): anyone with ``decide_review`` (in the admin, or over the API for tool
+    calls and replies) who is in the group of the review's policy rule, if it names one (a
+    superuser is in every group); a typed interaction also by the person who opened its
+    session, and over the API only by them. Code of the host project (``via=None``) brings its
+    own authority."""
     if via is None:
         return True
-    if not getattr(user, "is_authenticated", False):
+    if not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", True):
         return False
     opener = review.thread.opened_by_id is not None and review.thread.opened_by_id == user.pk
     if review.kind in rules.INTERACTION_KINDS:
         return opener or (via == "admin" and user.has_perm(DECIDE_PERMISSION))
-    return bool(user.has_perm(DECIDE_PERMISSION))
+    return bool(user.has_perm(DECIDE_PERMISSION)) and policies.group_allows(user, review)
 
 
 def decidable_by(user: Any, via: Channel) -> Q:
@@ -157,12 +158,25 @@ def decidable_by(user: Any, via: Channel) -> Q:
     opened = Q(kind__in=rules.INTERACTION_KINDS, thread__opened_by_id=user.pk)
     if not user.has_perm(DECIDE_PERMISSION):
         return opened
+    reviews = ~Q(kind__in=rules.INTERACTION_KINDS)
+    if not user.is_superuser:  # the policy rule's group, as policies.group_allows asks
+        reviews &= Q(handling__group__isnull=True) | Q(handling__group__in=user.groups.values("pk"))
     if via == "admin":
-        return ~Q(pk__in=[])
-    return opened | ~Q(kind__in=rules.INTERACTION_KINDS)
+        return Q(kind__in=rules.INTERACTION_KINDS) | reviews
+    return opened | reviews
 
 
-def _forbidden(review: Review, via: Channel) -> InteractionForbiddenError:
+def refusal(review: Review, via: Channel, user: Any = None) -> NitroAssistantsError:
+    """Why :func:`may_decide` said no: the policy rule's group (a person with the permission
+    outside it), or the permission."""
+    if (
+        user is not None
+        and review.kind in rules.REVIEW_KINDS
+        and getattr(user, "is_authenticated", False)
+        and getattr(user, "is_active", True)
+        and user.has_perm(DECIDE_PERMISSION)
+    ):
+        return policies.group_refusal(review)
     if review.kind in rules.INTERACTION_KINDS and via == "api":
         return InteractionForbiddenError(
             "Only the person who opened this session may decide its interactions"
@@ -253,14 +267,10 @@ def decide(
     shown = review if isinstance(review, Review) else None
     if not isinstance(decision, Mapping):
         raise InteractionDecisionError("The decision must be an object")
-    if _set_first(user, decision):
-        recorded = _decide_by_compare_and_set(pk, user, decision, shown, via)
-        if recorded is not None:
-            return recorded
     with transaction.atomic(), events_batched():
         locked = _locked_for_decision(pk, user)
         if not may_decide(user, locked, via):
-            raise _forbidden(locked, via)
+            raise refusal(locked, via, user)
         if locked.kind in rules.INTERACTION_KINDS:
             if shown is not None and "revision" not in decision and "digest" not in decision:
                 decision = {**decision, "revision": shown.revision, "digest": shown.digest}
@@ -322,112 +332,6 @@ def _checked(
     return dict(cleaned)
 
 
-def _set_first(user: Any, decision: Mapping[str, Any]) -> bool:
-    """Whether :func:`decide` tries the compare-and-set first: PostgreSQL, a person, a review
-    decision (an interaction's body names its ``decision``: those take the lock at once), and
-    no batch of the caller's own around it (its writes would have to ride on the same
-    statement)."""
-    connection = connections[router.db_for_write(Review)]
-    return (
-        connection.vendor == "postgresql"
-        and bool(getattr(user, "pk", None))
-        and _groups_through(user) is not None
-        and "decision" not in decision
-        and not batching()
-    )
-
-
-def _decide_by_compare_and_set(
-    pk: Any, user: Any, decision: Mapping[str, Any], shown: Review | None, via: Channel
-) -> Decision | None:
-    """:func:`decide` without the review's lock, for the decision most are (a person's, that
-    the review's handling lets through as it is): the review read (one statement, what the
-    locked read reads), everything checked, then the decision, its resume run, the review's
-    status and their events in one statement that writes only while the review is still the
-    one read (pending, same revision and digest) and so is its policy handling: a
-    compare-and-set (:func:`_unchanged_gate`). Two statements where the lock takes four
-    (BEGIN, the locked read, the writes, COMMIT).
-
-    None when the lock must decide after all: a quorum, an edit that calls for a stricter
-    handling, an interaction, or a review another writer moved between the read and the write
-    (decided, superseded, revised, escalated). Nothing was written then, and nothing was sent:
-    the Celery work and the signals wait for the statement (:func:`.commits.held`). The id read
-    for the decision is then a gap in the ids."""
-    read = _deciding_read(_groups_through(user), locked=False).get(pk, user.pk)
-    if not may_decide(user, read, via):
-        raise _forbidden(read, via)
-    if read.kind in rules.INTERACTION_KINDS:
-        return None
-    checked = _checked(read, user, decision, shown)
-    if isinstance(checked, Decision):
-        return checked
-    if not policies.plain(read, user, checked, via):
-        return None
-    db = router.db_for_write(Review)
-    with commits.held() as callbacks:
-        with events_held(db) as held:
-            record = _record(read, user, checked)
-        gate = _unchanged_gate(db, read, held.take(Review, read.pk))
-        if not chain.append_gated(held.events, gate, held.writes):
-            return None
-    commits.run(callbacks)
-    return record
-
-
-def _unchanged_gate(db: str, read: Review, status_write: writes.Write) -> chain.Gate:
-    """The compare-and-set of :func:`_decide_by_compare_and_set`: the review's status written
-    only while the review is as read (pending, the same revision and digest) and so is its
-    policy handling (the same rule, action, quorum, group and stage: a deadline's escalation
-    changes the group). The review's row is locked first, then the handling's, as every other
-    writer of both takes them; each locked read is checked again on the row as a writer that
-    held it left it, so a change committed meanwhile fails the gate instead of being missed."""
-    connection = connections[db]
-    qn = connection.ops.quote_name
-    reviews = qn(Review._meta.db_table)
-    handlings = qn(ReviewHandling._meta.db_table)
-    review_lock = (
-        f"review_lock AS MATERIALIZED (SELECT 1 FROM {reviews} WHERE {qn('id')} = %s "  # noqa: S608
-        f"AND {qn('status')} = %s AND {qn('revision')} = %s AND {qn('digest')} = %s "
-        "FOR NO KEY UPDATE)"
-    )
-    params: list[Any] = [read.pk, str(Review.Status.PENDING), read.revision, read.digest]
-    try:
-        handling: ReviewHandling | None = read.handling
-    except ReviewHandling.DoesNotExist:
-        handling = None
-    if handling is None:
-        handling_ok = (
-            "handling_ok AS MATERIALIZED (SELECT 1 WHERE EXISTS (SELECT 1 FROM review_lock) "  # noqa: S608
-            f"AND NOT EXISTS (SELECT 1 FROM {handlings} WHERE {qn('review_id')} = %s))"
-        )
-        params.append(read.pk)
-    else:
-        handling_ok = (
-            f"handling_ok AS MATERIALIZED (SELECT 1 FROM {handlings} "  # noqa: S608
-            f"WHERE {qn('review_id')} = %s AND {qn('policy_id')} IS NOT DISTINCT FROM %s "
-            f"AND {qn('action')} = %s AND {qn('approvals_required')} = %s "
-            f"AND {qn('group_id')} IS NOT DISTINCT FROM %s AND {qn('stage')} = %s "
-            "AND EXISTS (SELECT 1 FROM review_lock) FOR NO KEY UPDATE)"
-        )
-        params += [
-            read.pk,
-            handling.policy_id,
-            handling.action,
-            handling.approvals_required,
-            handling.group_id,
-            handling.stage,
-        ]
-    update, update_params = writes.update(
-        db, status_write, only_if="EXISTS (SELECT 1 FROM handling_ok)"
-    )
-    return chain.Gate(
-        ctes=[review_lock, handling_ok, f"decided_row AS ({update})"],
-        params=[*params, *update_params],
-        condition="EXISTS (SELECT 1 FROM decided_row)",
-        returning="1",
-    )
-
-
 def _locked_for_decision(pk: Any, user: Any) -> Review:
     """The review, locked, with what deciding it reads in the same statement: its thread, its
     decision (a replay), its policy handling and whether ``user`` is in the handling's group."""
@@ -442,10 +346,10 @@ def _groups_through(user: Any) -> Any:
     return getattr(getattr(type(user), "groups", None), "through", None)
 
 
-def _deciding_reviews(locked: bool = True) -> QuerySet[Review]:
-    reviews = Review.objects.select_related("thread", "decision", "handling")
-    if locked:
-        reviews = reviews.select_for_update(of=("self",), no_key=True)
+def _deciding_reviews() -> QuerySet[Review]:
+    reviews = Review.objects.select_related(
+        "thread", "decision", "handling__group"
+    ).select_for_update(of=("self",), no_key=True)
     connection = connections[router.db_for_write(Review)]
     if connection.vendor == "postgresql":
         # The id the decision will have (:data:`DECISION_ID`): inserted with the decision's
@@ -473,14 +377,13 @@ _RESUMING = rows.Read(
 
 
 @functools.cache
-def _deciding_read(through: type[Any], *, locked: bool = True) -> rows.Read[Review]:
+def _deciding_read(through: type[Any]) -> rows.Read[Review]:
     """:data:`_DECIDING` with ``reviewer_in_group``: whether the user (the one parameter) is in
-    the group of the review's handling, by the user model's groups table ``through``; without
-    the lock (``locked=False``) for the compare-and-set of :func:`decide`."""
+    the group of the review's handling, by the user model's groups table ``through``."""
 
     def build(user_pk: Any) -> QuerySet[Review]:
         member = through.objects.filter(user_id=user_pk, group_id=OuterRef("handling__group_id"))
-        return _deciding_reviews(locked).annotate(reviewer_in_group=Exists(member))
+        return _deciding_reviews().annotate(reviewer_in_group=Exists(member))
 
     return rows.Read(build, params=[through._meta.get_field("user")])
 
@@ -499,15 +402,20 @@ def dismiss(review: Review | int, user: Any, *, via: Channel = None) -> Review:
     with transaction.atomic(), events_batched():
         locked = (
             Review.objects.select_for_update(of=("self",), no_key=True)
-            .select_related("thread")
+            .select_related("thread", "handling__group")
             .get(pk=pk)
         )
+        # The same question as every other way a review ends (may_decide), and the permission
+        # to decide whatever the kind (a dismissal answers nothing, so the opener of an
+        # interaction's session does not get it).
         if via is not None and not (
             getattr(user, "is_authenticated", False) and user.has_perm(DECIDE_PERMISSION)
         ):
             raise InteractionForbiddenError(
                 "Dismissing a pause needs the nitro_assistants.decide_review permission"
             )
+        if not may_decide(user, locked, via):
+            raise refusal(locked, via, user)
         if not rules.may_move(locked.kind, locked.status, rules.DISMISSED):
             raise _not_pending(locked)
         thread = locked.thread

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 import nitro_assistants
 from nitro_assistants import services
+from nitro_assistants.exceptions import PolicyForbiddenError
 from nitro_assistants.models import Approval, Decision, Event, Policy, Review, Thread
 from nitro_assistants.services import governance
 from nitro_assistants.testing.launchers import CeleryWorker
@@ -89,11 +90,12 @@ def test_an_edit_raising_the_amount_moves_it_under_the_stricter_rule(
     alice, bob, carol = reviewer("alice", finance), reviewer("bob", finance), reviewer("carol")
     thread = ask_refund(80)  # no rule: one approval by anyone would do
     review = pending(thread)
-    recorded = services.decide(review, carol, body(review, amount=800), via="admin")
+    with pytest.raises(PolicyForbiddenError):  # Carol is not in Finance
+        services.decide(review, carol, body(review, amount=800), via="admin")
+    recorded = services.decide(review, alice, body(review, amount=800), via="admin")
     assert isinstance(recorded, Approval)  # held: two people in Finance must approve 800
     review.refresh_from_db()
     assert review.handling.policy == Policy.objects.get(name="large refunds")
-    services.decide(review, alice, body(review), via="admin")
     services.decide(review, bob, body(review), via="admin")
     applied(review)
     (result,) = tool_results(assistant, thread)

@@ -16,6 +16,7 @@ from nitro_assistants.exceptions import (
     InteractionConflictError,
     InteractionDecisionError,
     InteractionForbiddenError,
+    PolicyForbiddenError,
 )
 from nitro_assistants.models import Approval, Decision, Event, Policy, Review, ReviewHandling
 from nitro_assistants.services import governance
@@ -215,19 +216,25 @@ def test_an_edit_raising_the_amount_moves_it_under_the_stricter_rule(
     assert not ReviewHandling.objects.filter(review=review).exists()
     alice, bob, carol = reviewer("alice", finance), reviewer("bob", finance), reviewer("carol")
     shown_first = review.digest
-    first = services.decide(review, carol, edit(review, 300), via="admin")
+    # Carol is not in Finance: an edit that puts the refund under Finance's rule is refused
+    # before anything is recorded (issue 34: a rule's group was ignored on edit).
+    with pytest.raises(PolicyForbiddenError, match="only members of Finance"):
+        services.decide(review, carol, edit(review, 300), via="admin")
+    review.refresh_from_db()
+    assert (review.status, review.revision, review.digest) == ("pending", 1, shown_first)
+    assert not ReviewHandling.objects.filter(review=review).exists()
+    first = services.decide(review, alice, edit(review, 300), via="admin")
     assert isinstance(first, Approval)  # not applied: the large-refund rule now holds it
     review.refresh_from_db()
     assert review.status == "pending"
     assert review.revision == 2
     assert review.tool_calls[0]["args"]["amount"] == 300
     assert event(review, "policy_matched")["why"] == "edited"
-    # Carol is not in Finance: her edit counts for nothing; two people of Finance must approve.
-    assert waiting_for(review) == "0 of 2 approvals · waiting for someone in Finance"
+    assert waiting_for(review) == "1 of 2 approvals · waiting for someone in Finance"
     with pytest.raises(InteractionConflictError):  # approving what was shown before the edit
         services.decide(
             review,
-            alice,
+            bob,
             {
                 "tool_calls": [{"id": "call_0", "action": "approve"}],
                 "revision": 1,
@@ -235,7 +242,6 @@ def test_an_edit_raising_the_amount_moves_it_under_the_stricter_rule(
             },
             via="admin",
         )
-    services.decide(review, alice, approve(review), via="admin")
     decision = services.decide(review, bob, approve(review), via="admin")
     assert isinstance(decision, Decision)
     # The server is told of the edit the approvers approved.
