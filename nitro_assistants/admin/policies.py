@@ -340,8 +340,7 @@ def governance_context(review: Review) -> dict[str, Any]:
             # Approvals of this content that no longer count, and why (deactivated, out of
             # the group), so nobody takes them for ones still standing.
             "lapsed": [
-                {"user": a.user.get_username(), "why": why}
-                for a, why in lapsed_approvals(review)
+                {"user": a.user.get_username(), "why": why} for a, why in lapsed_approvals(review)
             ],
             "unsure": handling.unsure,
         }
