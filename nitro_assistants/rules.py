@@ -414,8 +414,8 @@ def _json_type(value: Any) -> str:
 
 def value_type_problem(held: Any, value: Any) -> str | None:
     """Why ``value`` cannot stand in for the held value ``held`` (None: it can): a value of
-    another JSON type (``"5000"`` for ``20``, ``1`` for ``true``), a number that is not finite,
-    a whole number made fractional; objects and lists are checked item by item against the held
+    another JSON type (``"5000"`` for ``20``, ``1`` for ``true``), a number that is not finite
+    (JSON has one number type: ``19.99`` may stand in for ``20``); objects and lists are checked item by item against the held
     ones. A held ``null`` takes any value (the rules then fail closed on what they cannot
     compare: :mod:`nitro_assistants.policies`)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -426,13 +426,6 @@ def value_type_problem(held: Any, value: Any) -> str | None:
     if want != got:
         article = "an" if want[0] in "aeiou" else "a"
         return f"must be {article} {want}, as the assistant gave it; got {got} {_short(value)}"
-    if (
-        want == "number"
-        and isinstance(held, int)
-        and isinstance(value, float)
-        and not value.is_integer()
-    ):
-        return f"must be a whole number, as the assistant gave it; got {value!r}"
     if want == "object":
         for key, item in value.items():
             if key in held:

@@ -145,10 +145,16 @@ def test_a_changed_argument_with_approve_is_refused_naming_it_and_kept_on_the_fo
 
     data["call-0-action"] = "edit"  # the reviewer picks Edit: the change is sent
     assert reviewer_client.post(review_url(review), data).status_code == 302
+    # The form posts the changed arguments; the decision holds the whole call (issue 34).
     assert Decision.objects.get(review=review).tool_calls[0] == {
         "id": "call_1",
         "action": "edit",
-        "args": {"day": "Thursday", "slot": {"h": 11}},
+        "args": {
+            "appointment_id": 42,
+            "day": "Thursday",
+            "note": "Line one\nLine two",
+            "slot": {"h": 11},
+        },
     }
 
 
