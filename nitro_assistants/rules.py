@@ -369,6 +369,17 @@ def clean_dialect_decision(pending: PendingReview, body: Mapping[str, Any]) -> d
         raise _invalid("answer", "These pauses have no interrupt ids: they cannot be answered")
     kinds = {pause.interrupt_id: pause.kind for pause in pending.pauses}
     kept = {k: (v[0] if kinds.get(k) == INBOX else v) for k, v in resume.items()}
+    for pause in pending.pauses:
+        answer = kept.get(pause.interrupt_id or "")
+        if pause.kind == INBOX and isinstance(answer, Mapping) and answer.get("type") == "edit":
+            # An Agent Inbox edit holds every argument: each keeps the held value's type, as a
+            # tool call's edit does (merged_args).
+            field = f"answers.{pause.interrupt_id}" if "answers" in body else "answer"
+            held = (pause.action_request or {}).get("args") or {}
+            for name, value in answer["args"]["args"].items():
+                problem = value_type_problem(held.get(name), value)
+                if problem is not None:
+                    raise _invalid(f"{field}.args.args.{name}", f"`{name}` {problem}")
     return {"answers": kept, "note": note.strip()}
 
 

@@ -9,7 +9,11 @@ import pytest
 import requests
 
 from nitro_assistants import services
-from nitro_assistants.exceptions import InteractionConflictError, ThreadResumptionError
+from nitro_assistants.exceptions import (
+    InteractionConflictError,
+    InteractionDecisionError,
+    ThreadResumptionError,
+)
 from nitro_assistants.models import Decision, Event, Review, Run
 from tests.core.conftest import sent
 from tests.core.test_server import run_now
@@ -48,6 +52,16 @@ def test_an_agent_inbox_pause_is_mirrored_and_an_edit_applied(
     # A type the config forbids: refused with the field at fault, nothing stored.
     with pytest.raises(ThreadResumptionError, match="does not allow `accept`"):
         services.decide(review, None, {"answer": {"type": "accept", "args": None}})
+    assert not Decision.objects.filter(review=review).exists()
+
+    # A number edited into a text (issue 34's type confusion): a field error, nothing stored.
+    confused = {
+        "type": "edit",
+        "args": {"action": "send_refund", "args": {"order_id": 1234, "amount": "5000"}},
+    }
+    with pytest.raises(InteractionDecisionError, match="must be a number") as raised:
+        services.decide(review, None, {"answer": confused})
+    assert raised.value.field == "answer.args.args.amount"
     assert not Decision.objects.filter(review=review).exists()
 
     edit = {
