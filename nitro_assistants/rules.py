@@ -18,6 +18,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+import jsonschema
+
 from nitro_assistants.client.results import DIALECT_KINDS as DIALECT_KINDS
 from nitro_assistants.client.results import (
     INBOX,
@@ -272,7 +274,11 @@ def check_stamp(
 # -- a tool-call or reply decision -----------------------------------------------------------------
 
 
-def clean_review_decision(pending: PendingReview, body: Mapping[str, Any]) -> dict[str, Any]:
+def clean_review_decision(
+    pending: PendingReview,
+    body: Mapping[str, Any],
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Check a decision on held tool calls or a reply draft against the pause, with the client's
     own rules (a resume the graph refuses leaves a batched thread stuck, §4), and return what is
     kept: ``{"reply": {...} | None, "tool_calls": [...] | None, "note": str}``.
@@ -280,7 +286,9 @@ def clean_review_decision(pending: PendingReview, body: Mapping[str, Any]) -> di
     ``body`` holds ``reply: {"action", "content"?, "message"?}`` or ``tool_calls: [{"id",
     "action", "args"?, "message"?}, ...]`` (one per held call), and an optional ``note``.
     Raises :class:`ThreadResumptionError` (an :class:`InteractionDecisionError` naming the
-    field where one is at fault).
+    field where one is at fault). An edit is merged into the held call's arguments and checked by
+    type (:func:`merged_args`) and against the call's argument schema in ``schemas`` (by call
+    id, :func:`edit_schemas`) where the server published one.
     """
     unknown = sorted(set(body) - set(REVIEW_BODY_FIELDS))
     if unknown:
@@ -323,7 +331,13 @@ def clean_review_decision(pending: PendingReview, body: Mapping[str, Any]) -> di
         index, item = by_id[str(call["id"])]
         kept: dict[str, Any] = {"id": call["id"], "action": item["action"]}
         if item["action"] == "edit":
-            kept["args"] = merged_args(call, item["args"], f"tool_calls[{index}].args")
+            field = f"tool_calls[{index}].args"
+            kept["args"] = merged_args(call, item["args"], field)
+            schema = (schemas or {}).get(str(call["id"]))
+            problem = _schema_problem(schema, kept["args"]) if schema else None
+            if problem is not None:
+                where, why = problem
+                raise _invalid(f"{field}.{where}" if where else field, why)
         if item["action"] in ("respond", "reject") and item.get("message"):
             kept["message"] = str(item["message"])
         items.append(kept)
@@ -405,6 +419,71 @@ def merged_args(call: Mapping[str, Any], edited: Mapping[str, Any], field: str) 
         if problem is not None:
             raise _invalid(where, f"`{name}` {problem}")
     return {**held, **edited}
+
+
+def edit_schemas(pending: Any) -> dict[str, dict[str, Any]]:
+    """The JSON Schema of each held call's arguments, by call id, where the server publishes one:
+    a per-call pause's ``response_schema`` holds the tool's own argument schema in its ``edit``
+    branch (LangChain's ``HumanInTheLoopMiddleware``, docs/protocol.md §4); a batched pause's
+    ``review_configs`` may carry ``args_schema``. Internal references (``$defs``) are kept."""
+    found: dict[str, dict[str, Any]] = {}
+    by_name: dict[str, dict[str, Any]] = {}
+    for raw in getattr(pending, "raw_interrupts", None) or []:
+        value = raw.get("value") if isinstance(raw, Mapping) else None
+        if not isinstance(value, Mapping):
+            continue
+        if value.get("type") == "tool_approval" and value.get("tool_call_id"):
+            schema = _edit_branch_args(raw.get("response_schema"))
+            if schema is not None:
+                found[str(value["tool_call_id"])] = schema
+        for config in _dicts(value.get("review_configs")):
+            if isinstance(config.get("args_schema"), dict) and config.get("action_name"):
+                by_name[str(config["action_name"])] = config["args_schema"]
+    for call in getattr(pending, "tool_calls", None) or []:
+        name = str(call.get("name") or "")
+        if str(call.get("id")) not in found and name in by_name:
+            found[str(call.get("id"))] = by_name[name]
+    return found
+
+
+def _edit_branch_args(schema: Any) -> dict[str, Any] | None:
+    """The ``args`` schema of the ``edit`` branch of a per-call ``response_schema``."""
+    if not isinstance(schema, Mapping):
+        return None
+    defs = schema.get("$defs") or {}
+
+    def resolved(node: Any) -> Any:
+        while isinstance(node, Mapping) and "$ref" in node:
+            node = defs.get(str(node["$ref"]).rsplit("/", 1)[-1])
+        return node
+
+    for option in schema.get("oneOf") or schema.get("anyOf") or [schema]:
+        branch = resolved(option)
+        if not isinstance(branch, Mapping):
+            continue
+        properties = branch.get("properties") or {}
+        if (properties.get("type") or {}).get("const") != "edit":
+            continue
+        action = resolved(properties.get("edited_action"))
+        args = (action.get("properties") or {}).get("args") if isinstance(action, Mapping) else None
+        args = resolved(args)
+        if isinstance(args, Mapping):
+            return {**args, "$defs": defs} if defs else dict(args)
+    return None
+
+
+def _schema_problem(schema: Mapping[str, Any], args: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(the path at fault, why) when ``args`` does not fit ``schema``; None when it does, or when
+    the schema itself is unusable (the held value's type still applies)."""
+    try:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(dict(args)))
+    except (jsonschema.exceptions.SchemaError, jsonschema.exceptions.RefResolutionError):
+        return None
+    if error is None:
+        return None
+    path = ".".join(str(part) for part in error.absolute_path)
+    return path, error.message
 
 
 def _json_type(value: Any) -> str:

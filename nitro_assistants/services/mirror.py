@@ -75,6 +75,9 @@ def _review_fields(thread: Thread, pending: Any) -> dict[str, Any]:
         "interrupt_ids": interrupt_ids,
         "payload": {"tool_calls": list(pending.tool_calls or []), "reply": reply},
     }
+    schemas = rules.edit_schemas(pending)
+    if schemas:  # what an edit of each call is checked against (not part of its digest)
+        fields["payload"]["args_schemas"] = schemas
     interaction = _interaction(pending)
     if fields["kind"] in rules.DIALECT_KINDS:
         # Pauses of a graph of its own (§9): each pause as the reviewer reads and answers it.

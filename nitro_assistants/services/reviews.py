@@ -128,7 +128,9 @@ def validate_decision(review: Review, decision: Mapping[str, Any]) -> dict[str, 
         body = {k: v for k, v in decision.items() if k not in ("revision", "digest")}
         return rules.clean_dialect_decision(pending_review_of(review), body)
     body = {k: v for k, v in decision.items() if k not in ("revision", "digest", "interrupt_id")}
-    return rules.clean_review_decision(pending_review_of(review), body)
+    return rules.clean_review_decision(
+        pending_review_of(review), body, review.payload.get("args_schemas")
+    )
 
 
 def may_decide(user: Any, review: Review, via: Channel) -> bool:

@@ -289,7 +289,11 @@ def test_a_changed_argument_is_refused_on_approve_and_sent_on_edit(
     page.wait_for_selector("text=Decision recorded on review")
     # The untouched multi-line note (sent back by the browser with CRLF) is not "changed".
     assert Decision.objects.get(review=review).tool_calls == [
-        {"id": "call_1", "action": "edit", "args": {"day": "Thursday"}}
+        {
+            "id": "call_1",
+            "action": "edit",
+            "args": {"appointment_id": 42, "day": "Thursday", "note": NOTE},
+        }
     ]
 
 

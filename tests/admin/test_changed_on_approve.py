@@ -191,7 +191,8 @@ def test_an_edited_multiline_argument_is_sent_with_the_models_line_breaks(
     )
     assert reviewer_client.post(review_url(review), data).status_code == 302
     assert Decision.objects.get(review=review).tool_calls[0]["args"] == {
-        "note": "Line one\nLine two\nLine three"
+        **CALLS[0]["args"],
+        "note": "Line one\nLine two\nLine three",
     }
 
 

@@ -20,7 +20,7 @@ from nitro_assistants.models import Decision, Review, Thread
 from nitro_assistants.services.audit import record_event
 from nitro_assistants.services.claims import assign_review, claim_review
 from nitro_assistants.services.mirror import mirror_pending
-from tests.admin.conftest import make_reply_review, make_tool_review
+from tests.admin.conftest import MOVE_ARGS, make_reply_review, make_tool_review
 from tests.admin.test_browser import CHROMIUM, browser, shot, static_root
 from tests.factories import DeliveryFactory, RunFactory, ThreadFactory
 
@@ -247,7 +247,11 @@ def test_tool_calls_are_edited_rejected_and_approved_by_keys(page: Any, live_ser
     page.keyboard.press("Control+Enter")  # submits from inside the field
     page.wait_for_selector("text=Decision recorded on review")
     assert Decision.objects.get(review=edit).tool_calls == [
-        {"id": "call_1", "action": "edit", "args": {"day": "Thursday"}}
+        {
+            "id": "call_1",
+            "action": "edit",
+            "args": {**MOVE_ARGS, "day": "Thursday"},
+        }
     ]
 
     reject = make_tool_review()

@@ -120,7 +120,7 @@ def test_approve_a_tool_call(reviewer_client: Client, reviewer: Any) -> None:
     assert Event.objects.filter(review=review, verb="review_decided", actor=reviewer).exists()
 
 
-def test_edit_one_argument_keeps_its_type_and_sends_only_the_change(
+def test_edit_one_argument_keeps_its_type_and_sends_the_whole_call(
     reviewer_client: Client,
 ) -> None:
     review = make_tool_review()
@@ -134,7 +134,13 @@ def test_edit_one_argument_keeps_its_type_and_sends_only_the_change(
     )
     assert response.status_code == 302
     decision = Decision.objects.get(review=review)
-    assert decision.tool_calls == [{"id": "call_1", "action": "edit", "args": {"day": "Thursday"}}]
+    assert decision.tool_calls == [
+        {
+            "id": "call_1",
+            "action": "edit",
+            "args": {"appointment_id": 42, "day": "Thursday", "time": "10:00"},
+        }
+    ]
 
 
 def test_edit_an_integer_argument(reviewer_client: Client) -> None:
@@ -147,7 +153,11 @@ def test_edit_an_integer_argument(reviewer_client: Client) -> None:
         arg__day="Tuesday",
         arg__time="10:00",
     )
-    assert Decision.objects.get(review=review).tool_calls[0]["args"] == {"appointment_id": 43}
+    assert Decision.objects.get(review=review).tool_calls[0]["args"] == {
+        "appointment_id": 43,
+        "day": "Tuesday",
+        "time": "10:00",
+    }
 
 
 def test_edit_nested_and_boolean_arguments() -> None:
@@ -259,7 +269,11 @@ def test_unknown_argument_posted_is_ignored_not_sent(reviewer_client: Client) ->
         arg__time="10:00",
         arg__injected="1",
     )
-    assert Decision.objects.get(review=review).tool_calls[0]["args"] == {"day": "Friday"}
+    assert Decision.objects.get(review=review).tool_calls[0]["args"] == {
+        "appointment_id": 42,
+        "day": "Friday",
+        "time": "10:00",
+    }
 
 
 def test_disallowed_decision_is_refused(reviewer_client: Client) -> None:
@@ -325,7 +339,11 @@ def test_several_held_calls_get_one_decision_each(reviewer_client: Client) -> No
     response = reviewer_client.post(review_url(review), data)
     assert response.status_code == 302
     assert Decision.objects.get(review=review).tool_calls == [
-        {"id": "call_a", "action": "edit", "args": {"time": "11:00"}},
+        {
+            "id": "call_a",
+            "action": "edit",
+            "args": {"appointment_id": 1, "day": "Monday", "time": "11:00"},
+        },
         {"id": "call_b", "action": "reject", "message": "Keep it."},
     ]
     # One call left undecided: nothing is stored.

@@ -13,6 +13,7 @@ from django.db import connection
 
 import nitro_assistants
 from nitro_assistants import services
+from nitro_assistants.exceptions import InteractionDecisionError
 from nitro_assistants.models import Decision, Delivery, Review, Run
 from tests.core.conftest import sent
 
@@ -160,6 +161,25 @@ def test_per_call_review_covers_every_held_call(
         "cancel_appointment",
     ]
     ids = [c["id"] for c in review.tool_calls]
+    # The server publishes the tool's argument schema in the pause's response_schema: an edit
+    # the held value's type allows (a number for a number) but the schema does not (an integer)
+    # is refused, naming the argument, before anything is stored (issue 34).
+    assert review.payload["args_schemas"][ids[0]]["properties"]["appointment_id"]["type"] == (
+        "integer"
+    )
+    with pytest.raises(InteractionDecisionError, match="is not of type 'integer'") as raised:
+        services.decide(
+            review,
+            None,
+            {
+                "tool_calls": [
+                    {"id": ids[0], "action": "edit", "args": {"appointment_id": 42.5}},
+                    {"id": ids[1], "action": "reject"},
+                ]
+            },
+        )
+    assert raised.value.field == "tool_calls[0].args.appointment_id"
+    assert not Decision.objects.filter(review=review).exists()
     with django_capture_on_commit_callbacks(execute=True):
         decision = services.decide(
             review,

@@ -38,7 +38,7 @@ BUDGET = {
     "start_run": 1,
     "execute_run": 7,
     "claim_review": 1,
-    "decide": 2,
+    "decide": 4,
     "execute_resume": 6,
 }
 #: With the shared cache a deployment names in ``LIVE_CACHE``: the rules' stamp is read there.
@@ -64,10 +64,10 @@ def test_a_governed_flow_stays_within_its_statement_budget(
     run mirrored with the open reviews read after the thread's lock (one statement), the rules' stamp read (without a shared
     cache; with one, it is read there), the events with the review's insert (its id taken by the
     first statement) and the handling's, COMMIT. claim_review: the claim inserted with its event (one statement). decide:
-    the review read (with its thread, decision, handling, the reviewer's group membership and
-    the id its decision will have), then one statement that locks it and its handling, checks
-    both are still as read (a compare-and-set, no transaction) and writes the decision, the
-    resume run, the review's status and their events. execute_resume: the attempt counted; BEGIN, the decision locked (with its run,
+    BEGIN, the review locked (with its thread, decision, handling and its group, the reviewer's
+    group membership and the id its decision will have), one statement that writes the
+    decision, the resume run, the review's status and their events, COMMIT (issue 34 walked
+    back issue 21's compare-and-set: one locked path asks every question of the rules). execute_resume: the attempt counted; BEGIN, the decision locked (with its run,
     review and thread), decision, review, thread and run updated with the open reviews read
     after the thread's lock (one statement), the events, COMMIT."""
     settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "LIVE_CACHE": live_cache}

@@ -325,7 +325,12 @@ def test_the_curl_examples_of_the_api_decide_every_kind_as_written(
             decision = Decision.objects.get(review__pk=shown["id"])
             assert decision.decided_by == bot, kind
         assert Decision.objects.get(review=reviews["tool-calls"][0]).tool_calls == [
-            {"id": "call_1", "action": "edit", "args": {"day": "Friday"}}
+            # The example edits one argument; the decision holds the whole call (issue 34).
+            {
+                "id": "call_1",
+                "action": "edit",
+                "args": {"appointment_id": 42, "day": "Friday", "time": "10:00"},
+            }
         ]
         assert sent.count("nitro_assistants.resume_thread") == 5
     finally:
