@@ -500,6 +500,33 @@ def final_decision(review: Review, note: str) -> dict[str, Any]:
     return {"reply": None, "tool_calls": items, "note": note}
 
 
+def as_shown(review: Review, cleaned: Mapping[str, Any]) -> dict[str, Any]:
+    """``cleaned`` with each approval of content an earlier edit rewrote (a quorum's next
+    revision) sent as that edit: an approval approves what the review shows, and the server
+    still holds the assistant's original call. A deadline's or a policy's approval of an edited
+    review runs the edited call, as the quorum's would."""
+    if "original" not in review.payload or review.kind not in rules.REVIEW_KINDS:
+        return dict(cleaned)
+    original = _original(review)
+    if cleaned.get("reply") is not None:
+        content = (review.reply or {}).get("content")
+        if cleaned["reply"].get("action") == "approve" and content != (
+            original.get("reply") or {}
+        ).get("content"):
+            return {**cleaned, "reply": {"action": "edit", "content": content}}
+        return dict(cleaned)
+    held = {str(c.get("id")): c for c in original.get("tool_calls") or []}
+    now = {str(c.get("id")): c for c in review.tool_calls}
+    items = []
+    for item in cleaned.get("tool_calls") or []:
+        call = now.get(str(item.get("id")), {})
+        before = held.get(str(item.get("id")), call)
+        if item.get("action") == "approve" and call.get("args") != before.get("args"):
+            item = {"id": item["id"], "action": "edit", "args": dict(call["args"])}
+        items.append(item)
+    return {**cleaned, "tool_calls": items}
+
+
 @dataclasses.dataclass
 class Gate:
     """What :func:`gate` lets through: a decision to record now (``decision``, by ``actor``
@@ -609,7 +636,7 @@ def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gat
     decision on a quorum review)."""
     plan = _plan(review, user, cleaned, via)
     if plan.plain:
-        return Gate(decision=dict(cleaned))
+        return Gate(decision=as_shown(review, cleaned))
     required = plan.required
     if plan.edited:
         assert plan.content is not None

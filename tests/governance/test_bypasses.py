@@ -4,6 +4,7 @@ entry) or the decide API itself. Every test here failed on the commit before its
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from typing import Any
@@ -18,7 +19,7 @@ from nitro_assistants.exceptions import (
     PolicyForbiddenError,
 )
 from nitro_assistants.models import ApiKey, Approval, Decision, Policy, Review, ReviewHandling
-from nitro_assistants.services import decidable_by
+from nitro_assistants.services import decidable_by, governance
 from nitro_assistants.services.policies import lapsed_approvals, waiting_for
 from tests.governance.conftest import approve, mirrored, reviewer
 
@@ -290,3 +291,30 @@ def test_the_review_screen_says_whose_approval_lapsed(
     html = page.content.decode()
     (lapsed,) = re.findall(r'<dd class="nitro-lapsed">(.*?)</dd>', html)
     assert lapsed == "alice's approval lapsed (deactivated)"
+
+
+# -- what an approval runs after a quorum edit ------------------------------------------------------
+
+
+def test_a_deadline_approving_an_edited_review_runs_the_edited_call(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    """Found while looking for the next bypass: the deadline approved "as the assistant held
+    it", so after Alice edited a $300 refund to $250 (awaiting a second approval) the deadline
+    ran $300 while the review showed $250."""
+    rule = refund_rules["large"]
+    rule.on_deadline = Policy.OnDeadline.APPROVE
+    rule.save()
+    review = mirrored(300)
+    alice = reviewer("alice", finance)
+    assert isinstance(
+        services.decide(review, alice, edit(review, amount=250), via="admin"), Approval
+    )
+    row = ReviewHandling.objects.get(review=review)
+    assert governance.sweep_deadlines(now=row.due_at + datetime.timedelta(seconds=1)) == {
+        "approved": 1
+    }
+    decision = Decision.objects.get(review=review)
+    assert decision.tool_calls == [
+        {"id": "call_0", "action": "edit", "args": {"order_id": 7, "amount": 250}}
+    ]
