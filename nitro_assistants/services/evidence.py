@@ -10,7 +10,8 @@ lists the mismatches and ``execution_mismatched`` is sent.
 :func:`export_rows` streams the trail (every event, or a thread's, an assistant's, a time
 range's) in ``seq`` order per chain and ends with the head of each chain it covers, so whoever
 receives it can walk the chain on their own (``nitro_assistants.chain``) and compare the heads
-with a later export. :func:`write_jsonl` and :func:`write_csv` write it.
+with a later export. :func:`write_jsonl` and :func:`write_csv` write it; :func:`verify_export`
+checks one with the installation's ``AUDIT_KEY`` (which vouches for the prune checkpoints).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import IO, Any
 from django.db.models import Q, QuerySet
 
 from nitro_assistants import chain, rules, signals
+from nitro_assistants.conf import app_settings
 from nitro_assistants.models import AuditChain, Decision, Event, Review, Run, Thread
 from nitro_assistants.services.audit import record_event, send_on_commit
 from nitro_assistants.services.errors import clean_error
@@ -445,6 +447,12 @@ def _heads(threads: QuerySet[Thread] | None) -> Iterator[tuple[str, int, str]]:
             batch = []
     if batch:
         yield from heads.filter(chain__in=batch)
+
+
+def verify_export(rows: Iterable[dict[str, Any]], *, partial: bool = False) -> list[chain.Break]:
+    """:func:`chain.verify_export` with this installation's ``AUDIT_KEY``: each chain of the
+    export must start at seq 1 or right after a checkpoint signed with it."""
+    return chain.verify_export(rows, key=app_settings.AUDIT_KEY, partial=partial)
 
 
 def jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:

@@ -168,7 +168,7 @@ def test_bad_input_is_a_clear_error(args: list[str], message: str) -> None:
     assert Event.objects.count() == 1  # nothing written, nothing lost
 
 
-def test_prune_from_the_command_line(django_user_model: Any) -> None:
+def test_prune_from_the_command_line(django_user_model: Any, audit_key: str) -> None:
     thread = ThreadFactory()
     with events_batched():
         for i in range(4):
