@@ -469,3 +469,31 @@ def test_sixteen_threads_deciding_at_once_leave_a_whole_trail(
     result = chain.verify()
     assert result.ok, result.broken
     assert result.chains == 17
+
+
+def test_a_genuine_checkpoint_copied_to_another_chain_is_named(audit_key: str) -> None:
+    """A signed checkpoint vouches for its own chain only: copied (as written, signature and
+    all) behind another chain's deleted start, it does not match the chain it is in."""
+    _, genuine = pruned_thread()
+    other = ThreadFactory()
+    trail(other, 5)
+    last = Event.objects.get(thread=other, seq=3)
+    Event.objects.filter(thread=other, seq__lte=3).delete()
+    key = str(other.thread_id)
+    head = AuditChain.objects.get(chain=key)
+    data = {**genuine.data, "through_hash": last.hash}  # what the walk would need
+    content = pure_chain.canonical(chain=key, verb=pure_chain.PRUNED, data=data, at=genuine.at)
+    hash_ = pure_chain.link_hash(head.hash, content)
+    copied = Event.objects.create(
+        thread=other,
+        verb=pure_chain.PRUNED,
+        data=data,
+        at=genuine.at,
+        seq=head.seq + 1,
+        prev_hash=head.hash,
+        hash=hash_,
+    )
+    AuditChain.objects.filter(chain=key).update(seq=head.seq + 1, hash=hash_)
+    [broken] = chain.verify().breaks
+    assert broken.chain == key and broken.pk == copied.pk
+    assert "signature does not match" in broken.problem

@@ -260,3 +260,17 @@ def test_a_genuine_prune_exports_and_checks_with_its_key_only(
     cut = [r for r in rows if not (r.get("chain") == str(thread.thread_id) and r["seq"] == 4)]
     [broken] = evidence.verify_export(cut)
     assert broken.pk == checkpoint.pk and "missing before" in broken.problem
+
+
+def test_verify_exits_non_zero_at_a_forged_checkpoint_naming_the_chain(audit_key: str) -> None:
+    thread = ThreadFactory()
+    for verb in ("review_requested", "review_decided", "run_succeeded"):
+        record_event(thread, verb)
+    forged = cut_behind_a_forged_checkpoint(thread, 2)
+    err = io.StringIO()
+    with pytest.raises(CommandError) as raised:
+        call_command("nitro_assistants_audit", "verify", stdout=io.StringIO(), stderr=err)
+    assert raised.value.returncode == 1
+    assert f"first at event #{forged.pk}" in str(raised.value)
+    assert f"BROKEN chain {thread.thread_id}: checkpoint event #{forged.pk}" in err.getvalue()
+    assert "not signed" in err.getvalue()
