@@ -497,3 +497,21 @@ def test_a_genuine_checkpoint_copied_to_another_chain_is_named(audit_key: str) -
     [broken] = chain.verify().breaks
     assert broken.chain == key and broken.pk == copied.pk
     assert "signature does not match" in broken.problem
+
+
+def test_a_prune_with_the_key_replaces_an_unsigned_checkpoint(audit_key: str) -> None:
+    """A checkpoint written before checkpoints were signed (here: a signed one stripped of its
+    signature, re-chained) fails verify; a later prune with the key past it deletes it with the
+    events it followed and leaves a signed checkpoint: the chain verifies again."""
+    thread, checkpoint = pruned_thread()
+    key = str(thread.thread_id)
+    data = {k: v for k, v in checkpoint.data.items() if k != "signature"}
+    content = pure_chain.canonical(chain=key, verb=checkpoint.verb, data=data, at=checkpoint.at)
+    hash_ = pure_chain.link_hash(checkpoint.prev_hash, content)
+    Event.objects.filter(pk=checkpoint.pk).update(data=data, hash=hash_)
+    AuditChain.objects.filter(chain=key).update(hash=hash_)
+    [broken] = chain.verify().breaks
+    assert broken.pk == checkpoint.pk and "not signed" in broken.problem
+    chain.prune(timezone.now() + datetime.timedelta(seconds=1))
+    assert not Event.objects.filter(pk=checkpoint.pk).exists()
+    assert chain.verify().ok
