@@ -14,6 +14,7 @@ form gets a new number, and the walk reads each event by the form it names).
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -246,20 +247,104 @@ class Walk:
         return self.broken
 
 
-def start_after(checkpoints: Iterable[Mapping[str, Any]]) -> Start:
-    """Where a chain starts once its first events were pruned: after the latest checkpoint."""
-    best: Mapping[str, Any] | None = None
-    for data in checkpoints:
-        if best is None or int(data.get("through_seq") or 0) > int(best.get("through_seq") or 0):
-            best = data
+#: What a checkpoint's signature covers, by name (the ``data`` of its ``audit_pruned`` event): the
+#: chain, the range pruned (``first_seq`` to ``through_seq``, chained from ``from_hash`` to
+#: ``through_hash``), how many events went, the cutoff and when. A new form gets a new name.
+CHECKPOINT_FORMAT = "checkpoint-1"
+CHECKPOINT_FIELDS = (
+    "first_seq",
+    "through_seq",
+    "from_hash",
+    "through_hash",
+    "events",
+    "before",
+    "pruned_at",
+)
+#: Where the signature is kept in a checkpoint's ``data``.
+SIGNATURE = "signature"
+NO_KEY = (
+    "it cannot be vouched for: no AUDIT_KEY is configured (set NITRO_ASSISTANTS['AUDIT_KEY'] "
+    "to the key the prune signed with)"
+)
+
+
+def is_checkpoint(verb: str, data: Any) -> bool:
+    """An event that says its chain's first events were pruned (not the prune's summary)."""
+    return verb == PRUNED and isinstance(data, Mapping) and data.get("through_seq") is not None
+
+
+def checkpoint_content(chain: str, data: Mapping[str, Any]) -> bytes:
+    """The bytes a checkpoint's signature covers: its chain and :data:`CHECKPOINT_FIELDS`."""
+    content = {"format": CHECKPOINT_FORMAT, "chain": chain}
+    content.update({name: _whole(data.get(name)) for name in CHECKPOINT_FIELDS})
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def sign_checkpoint(key: str, chain: str, data: Mapping[str, Any]) -> str:
+    """HMAC-SHA256, keyed with the audit key (which the database never holds), of what the
+    checkpoint says: whoever can write to the database but has not the key cannot make one."""
+    return hmac.new(key.encode(), checkpoint_content(chain, data), hashlib.sha256).hexdigest()
+
+
+def checkpoint_problem(key: str, chain: str, data: Mapping[str, Any]) -> str | None:
+    """Why a checkpoint cannot be trusted (None: it is signed with ``key``, as it says)."""
+    signature = data.get(SIGNATURE)
+    if not isinstance(signature, str) or not signature:
+        return "it is not signed (written before AUDIT_KEY, or forged)"
+    if not key:
+        return NO_KEY
+    if not hmac.compare_digest(signature, sign_checkpoint(key, chain, data)):
+        return "its signature does not match what it says (forged, changed, or another key's)"
+    return None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A chain's checkpoint event as the walk reads it: its event's pk, verb, time and data."""
+
+    pk: int | None
+    at: datetime
+    data: Mapping[str, Any]
+
+    def describe(self) -> str:
+        return (
+            f"checkpoint event #{self.pk} ({PRUNED} at {timestamp(self.at)}, "
+            f"pruning through seq {self.data.get('through_seq')})"
+        )
+
+
+def start_after(
+    chain: str, checkpoints: Iterable[Checkpoint], key: str
+) -> tuple[Start, Break | None]:
+    """Where a chain starts once its first events were pruned: right after its latest
+    checkpoint signed with ``key``; and the first checkpoint that is not (unsigned, forged,
+    changed, or none can be checked without a key), as the chain's break. A chain whose first
+    events are gone with no good checkpoint then breaks at its first event: it is expected at
+    seq 1 (or after the good checkpoint)."""
+    best: Checkpoint | None = None
+    broken: Break | None = None
+    for checkpoint in sorted(checkpoints, key=lambda c: (c.pk is None, c.pk or 0)):
+        problem = checkpoint_problem(key, chain, checkpoint.data)
+        if problem is not None:
+            broken = broken or Break(
+                chain,
+                checkpoint.pk,
+                f"{checkpoint.describe()} is not to be trusted: {problem}",
+                "a checkpoint signed with AUDIT_KEY",
+                "no valid signature" if key else "no AUDIT_KEY to check it with",
+            )
+            continue
+        if best is None or int(checkpoint.data["through_seq"]) > int(best.data["through_seq"]):
+            best = checkpoint
     if best is None:
-        return Start()
-    through = int(best.get("through_seq") or 0)
+        return Start(), broken
+    through = int(best.data["through_seq"])
     return Start(
         seq=through + 1,
-        prev_hash=str(best.get("through_hash") or ""),
-        why=f"the {through} event(s) pruned before {best.get('before')}",
-    )
+        prev_hash=str(best.data.get("through_hash") or ""),
+        why=f"the {through} event(s) pruned before {best.data.get('before')} "
+        f"(signed checkpoint event #{best.pk})",
+    ), broken
 
 
 def walk(
@@ -278,10 +363,18 @@ def walk(
         yield broken
 
 
-def verify_export(rows: Iterable[Mapping[str, Any]]) -> list[Break]:
+def verify_export(
+    rows: Iterable[Mapping[str, Any]], *, key: str = "", partial: bool = False
+) -> list[Break]:
     """Walk an export's chains without the database (the rows of its JSONL, parsed): the first
     break of each chain, none when every chain is whole and ends at the head the export names.
-    A chain exported in part (a time range) is checked from its first exported event."""
+
+    Each chain must start at seq 1 or right after a checkpoint of its own in the export signed
+    with ``key`` (the installation's AUDIT_KEY): an export whose first lines were cut, or a
+    chain whose first events were deleted behind a forged checkpoint, is broken. Any checkpoint
+    not signed with ``key`` is a break (without a key, none can be vouched for). ``partial``: the
+    export is of a time range, and each chain is checked from its first exported event (which
+    says nothing of the events before it: check those against an export of the whole chain)."""
     links: dict[str, list[Link]] = {}
     heads: dict[str, tuple[int, str]] = {}
     for row in rows:
@@ -305,13 +398,21 @@ def verify_export(rows: Iterable[Mapping[str, Any]]) -> list[Break]:
         )
         links.setdefault(link.chain, []).append(link)
     breaks = []
-    for key in sorted(set(links) | set(heads)):
-        mine = sorted(links.get(key, []), key=lambda link: link.seq or 0)
+    for chain in sorted(set(links) | set(heads)):
+        mine = sorted(links.get(chain, []), key=lambda link: link.seq or 0)
         first = mine[0] if mine else None
-        start = Start()
-        if first is not None and first.seq is not None and first.seq > 1:
+        checkpoints = [
+            Checkpoint(link.pk, link.at, link.data)
+            for link in mine
+            if is_checkpoint(link.verb, link.data)
+        ]
+        start, broken = start_after(chain, checkpoints, key)
+        if partial and first is not None and first.seq is not None and first.seq > start.seq:
             start = Start(first.seq, first.prev_hash, "the export's first event of the chain")
-        for item in walk(key, mine, start=start, head=heads.get(key)):
+        if broken is not None:
+            breaks.append(broken)
+            continue
+        for item in walk(chain, mine, start=start, head=heads.get(chain)):
             if isinstance(item, Break):
                 breaks.append(item)
     return breaks

@@ -138,7 +138,40 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     errors.extend(_check_celery())
+    errors.extend(_check_audit_key())
     return errors
+
+
+#: Shorter than this, an HMAC key can be guessed offline from one signed checkpoint.
+AUDIT_KEY_MIN_LENGTH = 32
+
+
+def _check_audit_key() -> list[CheckMessage]:
+    # Blank is no warning: prune refuses to run without it and verify reports every checkpoint
+    # as unverifiable, each saying to set it; an installation that never prunes needs none.
+    key = app_settings.AUDIT_KEY
+    if not key:
+        return []
+    if key == str(getattr(settings, "SECRET_KEY", "") or ""):
+        return [
+            CheckWarning(
+                "NITRO_ASSISTANTS['AUDIT_KEY'] is the SECRET_KEY.",
+                hint="Give it a secret of its own: it vouches for the audit trail's prune "
+                "checkpoints, and SECRET_KEY is shared with much of Django and often rotated "
+                "(a rotated key no longer verifies the checkpoints it signed).",
+                id="nitro_assistants.W002",
+            )
+        ]
+    if len(key) < AUDIT_KEY_MIN_LENGTH:
+        return [
+            CheckWarning(
+                f"NITRO_ASSISTANTS['AUDIT_KEY'] is {len(key)} characters long.",
+                hint=f"Use a random secret of at least {AUDIT_KEY_MIN_LENGTH} characters "
+                "(python -c 'import secrets; print(secrets.token_urlsafe(48))').",
+                id="nitro_assistants.W003",
+            )
+        ]
+    return []
 
 
 def _check_inbox() -> list[CheckMessage]:

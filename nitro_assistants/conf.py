@@ -44,6 +44,7 @@ class AppSettings:
         "NOTIFY_LINK_MAX_AGE": 7 * 24 * 3600,
         "NOTIFY_MAX_ATTEMPTS": 5,
         "THREAD_SUBJECT": None,
+        "AUDIT_KEY": "",
     }
 
     def _setting(self, name: str) -> Any:
@@ -95,6 +96,14 @@ class AppSettings:
     def WEBHOOK_SECRET(self) -> str:
         """Key that signs webhook URLs given to the server in background mode."""
         return str(self._setting("WEBHOOK_SECRET") or "")
+
+    @property
+    def AUDIT_KEY(self) -> str:
+        """Key of the HMAC that signs each prune checkpoint of the audit trail. Keep it apart from
+        the database (and from ``SECRET_KEY``): whoever holds it and can write to the database can
+        forge a checkpoint. Blank: ``prune`` refuses to run, and ``verify`` cannot vouch for a
+        checkpoint (each one is reported)."""
+        return str(self._setting("AUDIT_KEY") or "")
 
     @property
     def WEBHOOK_URL(self) -> str:

@@ -48,8 +48,10 @@ plan_finished = Signal()
 audit_broken = Signal()
 
 #: What ran on the server after a decision is not what the reviewer decided (a call run with other
-#: args, a rejected call that ran, a reply delivered with other content); the decision record says
-#: so. sender: Decision. provides args: decision (Decision), record (dict), mismatches (list[str])
+#: args, or that failed, a rejected call that ran, a reply delivered with other content); the
+#: decision record says so. sender: Decision. provides args: decision (Decision), record (dict),
+#: mismatches (list[str]), mismatch_kinds (list[dict]: kind, message, and the call's id, name,
+#: error or args diff when about a call)
 execution_mismatched = Signal()
 
 #: A policy rule or a passed deadline decided a review, no person involved (sent beside

@@ -170,6 +170,8 @@ NITRO_ASSISTANTS = {
     # Who a conversation is about: the SMS gateway's customer (the thread's metadata, see
     # seed_demo); a conversation without one is described by its first message.
     "THREAD_SUBJECT": ["customer", "phone"],
+    # Signs the audit trail's prune checkpoints; blank: pruning is refused (docs/evidence.md).
+    "AUDIT_KEY": env.str("AUDIT_KEY", default=""),
 }
 
 # Where the demo assistant's send_sms tool "sends" its messages (shown at /outbox/).

@@ -30,6 +30,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from nitro_assistants import chain, rules, signals
+from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.models import AuditChain, Event, Review, Thread
 from nitro_assistants.services import changes, writes
@@ -568,8 +569,10 @@ def verify(
 ) -> Verification:
     """Walk the chains (every chain, or one thread's; all their events, or those written in
     ``[since, until)``) and report the first broken link of each. A whole chain must start at
-    seq 1 (or right after its latest checkpoint) and end at its head; a time range starts at
-    the event before it, which must be there."""
+    seq 1 (or right after its latest checkpoint signed with ``AUDIT_KEY``) and end at its head;
+    a time range starts at the event before it, which must be there. A checkpoint not signed
+    with ``AUDIT_KEY`` (unsigned, forged, changed; or any, when no key is configured) is its
+    chain's break."""
     result = Verification()
     ranged = since is not None or until is not None
     scope = _scope(thread, since, until)
@@ -581,6 +584,7 @@ def verify(
     )
     heads = _heads(thread)
     checkpoints = _checkpoints(thread)
+    audit_key = app_settings.AUDIT_KEY
     checked: set[str] = set()
     state: chain.Walk | None = None
 
@@ -598,7 +602,8 @@ def verify(
             finish(state)
             checked.add(link.chain)
             result.chains += 1
-            state = chain.Walk(link.chain, _start(link, ranged, checkpoints))
+            start, broken = _start(link, ranged, checkpoints, audit_key)
+            state = chain.Walk(link.chain, start, broken=broken)
         state.feed(link)
         result.events += 1
         if progress is not None and result.events % 1000 == 0:
@@ -608,7 +613,8 @@ def verify(
         for key, head in heads.items():
             if key not in checked and head[0] > 0:
                 result.chains += 1
-                finish(chain.Walk(key, chain.start_after(checkpoints.get(key, []))))
+                start, broken = chain.start_after(key, checkpoints.get(key, []), audit_key)
+                finish(chain.Walk(key, start, broken=broken))
     if progress is not None:
         progress(result.events)
     return result
@@ -629,33 +635,41 @@ def _chain_filter(key: str) -> Q:
     return Q(thread__thread_id=key)
 
 
-def _checkpoints(thread: Thread | None) -> dict[str, list[dict[str, Any]]]:
-    """Each chain's checkpoints (one query): where what is left of it starts."""
+def _checkpoints(thread: Thread | None) -> dict[str, list[chain.Checkpoint]]:
+    """Each chain's checkpoints (one query): where what is left of it starts, if signed."""
     rows = Event.objects.filter(verb=chain.PRUNED).exclude(data__through_seq=None)
     if thread is not None:
         rows = rows.filter(thread=thread)
-    found: dict[str, list[dict[str, Any]]] = {}
-    for key, data in rows.values_list("thread__thread_id", "data"):
-        found.setdefault(chain.INSTALLATION if key is None else str(key), []).append(data)
+    found: dict[str, list[chain.Checkpoint]] = {}
+    for pk, key, at, data in rows.values_list("pk", "thread__thread_id", "at", "data"):
+        found.setdefault(chain.INSTALLATION if key is None else str(key), []).append(
+            chain.Checkpoint(pk, at, data)
+        )
     return found
 
 
 def _start(
-    first: chain.Link, ranged: bool, checkpoints: dict[str, list[dict[str, Any]]]
-) -> chain.Start:
-    """Where a chain's walk starts: its beginning (or its latest checkpoint), or, for a time
-    range, the event right before the first one in it."""
-    start = chain.start_after(checkpoints.get(first.chain, []))
+    first: chain.Link,
+    ranged: bool,
+    checkpoints: dict[str, list[chain.Checkpoint]],
+    key: str,
+) -> tuple[chain.Start, chain.Break | None]:
+    """Where a chain's walk starts: its beginning (or its latest signed checkpoint), or, for a
+    time range, the event right before the first one in it; and a checkpoint that is not
+    signed with ``key``, as the chain's break."""
+    start, broken = chain.start_after(first.chain, checkpoints.get(first.chain, []), key)
     if not ranged or first.seq is None or first.seq <= start.seq:
-        return start
+        return start, broken
     before = (
         Event.objects.filter(_chain_filter(first.chain), seq=first.seq - 1)
         .values_list("hash", flat=True)
         .first()
     )
     if before is None:
-        return chain.Start(seq=first.seq - 1, prev_hash="", why="the event before the range")
-    return chain.Start(seq=first.seq, prev_hash=before, why="the event before the range")
+        return chain.Start(
+            seq=first.seq - 1, prev_hash="", why="the event before the range"
+        ), broken
+    return chain.Start(seq=first.seq, prev_hash=before, why="the event before the range"), broken
 
 
 def verify_and_signal() -> Verification:
@@ -678,7 +692,15 @@ def heads(keys: Iterable[str] | None = None) -> Iterator[tuple[str, int, str]]:
 
 
 class PruneError(NitroAssistantsError):
-    pass
+    """A prune refused (no ``AUDIT_KEY`` to sign its checkpoints)."""
+
+
+NO_AUDIT_KEY = (
+    "Pruning needs NITRO_ASSISTANTS['AUDIT_KEY']: each checkpoint that replaces the pruned events "
+    "is signed with it, so that whoever can write to the database cannot cut a chain's start "
+    "behind a checkpoint of their own. Set it to a long random secret kept outside the database "
+    "(not SECRET_KEY), and keep it: verify needs it to vouch for the checkpoints."
+)
 
 
 @dataclass
@@ -693,7 +715,11 @@ def prune(before: datetime.datetime, *, actor: Any = None) -> Pruned:
     verifiable: a checkpoint event (``audit_pruned``) appended to the chain names how many
     events went, up to which seq, and the hash of the last (which covers all before it). A
     thread with an open review keeps its events. The prune itself is recorded on the
-    installation's chain."""
+    installation's chain. Each checkpoint is signed with ``AUDIT_KEY`` (HMAC-SHA256 over what
+    it says, :func:`chain.sign_checkpoint`); without it, :class:`PruneError` and nothing goes."""
+    key = app_settings.AUDIT_KEY
+    if not key:
+        raise PruneError(NO_AUDIT_KEY)
     open_threads = Review.objects.filter(status__in=sorted(rules.OPEN_STATUSES)).values("thread_id")
     result = Pruned()
     result.kept_open = (
@@ -710,7 +736,7 @@ def prune(before: datetime.datetime, *, actor: Any = None) -> Pruned:
         .distinct()
     )
     for thread_pk in list(candidates.iterator(chunk_size=CHUNK)):
-        result.events += _prune_chain(thread_pk, before, actor)
+        result.events += _prune_chain(thread_pk, before, actor, key)
         result.chains += 1
     with transaction.atomic():
         append(
@@ -731,7 +757,9 @@ def prune(before: datetime.datetime, *, actor: Any = None) -> Pruned:
     return result
 
 
-def _prune_chain(thread_pk: int | None, before: datetime.datetime, actor: Any) -> int:
+def _prune_chain(
+    thread_pk: int | None, before: datetime.datetime, actor: Any, audit_key: str
+) -> int:
     scope = Q(thread__isnull=True) if thread_pk is None else Q(thread_id=thread_pk)
     with transaction.atomic():
         thread = None if thread_pk is None else Thread.objects.get(pk=thread_pk)
@@ -745,19 +773,25 @@ def _prune_chain(thread_pk: int | None, before: datetime.datetime, actor: Any) -
         through_seq, through_hash = last
         # Everything up to the last old event goes, so the chain left starts right after it.
         doomed = Event.objects.filter(scope, seq__lte=through_seq)
+        first_seq, from_hash = doomed.order_by("seq").values_list("seq", "prev_hash")[0]
         count, _ = doomed.delete()
+        data: dict[str, Any] = {
+            "before": chain.timestamp(before),
+            "events": count,
+            "first_seq": first_seq,
+            "from_hash": from_hash,
+            "through_seq": through_seq,
+            "through_hash": through_hash,
+            "pruned_at": chain.timestamp(timezone.now()),
+        }
+        data[chain.SIGNATURE] = chain.sign_checkpoint(audit_key, key, data)
         append(
             [
                 Event(
                     thread=thread,
                     verb=chain.PRUNED,
                     actor=actor if getattr(actor, "pk", None) else None,
-                    data={
-                        "before": chain.timestamp(before),
-                        "events": count,
-                        "through_seq": through_seq,
-                        "through_hash": through_hash,
-                    },
+                    data=data,
                 )
             ]
         )

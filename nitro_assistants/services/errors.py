@@ -18,9 +18,10 @@ ERROR_LIMIT = 2000
 
 
 def configured_secrets() -> list[str]:
-    """Every definition's ``api_key`` and the webhook secret: never in an error text."""
+    """Every definition's ``api_key``, the webhook secret and the audit key: never in an error
+    text."""
     found = [str((d or {}).get("api_key") or "") for d in app_settings.DEFINITIONS.values()]
-    found.append(app_settings.WEBHOOK_SECRET)
+    found += [app_settings.WEBHOOK_SECRET, app_settings.AUDIT_KEY]
     return [secret for secret in found if secret]
 
 

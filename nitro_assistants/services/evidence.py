@@ -10,7 +10,8 @@ lists the mismatches and ``execution_mismatched`` is sent.
 :func:`export_rows` streams the trail (every event, or a thread's, an assistant's, a time
 range's) in ``seq`` order per chain and ends with the head of each chain it covers, so whoever
 receives it can walk the chain on their own (``nitro_assistants.chain``) and compare the heads
-with a later export. :func:`write_jsonl` and :func:`write_csv` write it.
+with a later export. :func:`write_jsonl` and :func:`write_csv` write it; :func:`verify_export`
+checks one with the installation's ``AUDIT_KEY`` (which vouches for the prune checkpoints).
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from typing import IO, Any
 from django.db.models import Q, QuerySet
 
 from nitro_assistants import chain, rules, signals
+from nitro_assistants.conf import app_settings
 from nitro_assistants.models import AuditChain, Decision, Event, Review, Run, Thread
 from nitro_assistants.services.audit import record_event, send_on_commit
+from nitro_assistants.services.errors import clean_error
 
 DECISION_RECORDED = "decision_recorded"
 FORMATS = ("jsonl", "csv")
@@ -62,6 +65,7 @@ def record_decision(
             decision=record,
             record=body,
             mismatches=list(body["mismatches"]),
+            mismatch_kinds=list(body["mismatch_kinds"]),
         )
     return event
 
@@ -90,7 +94,7 @@ def decision_record(
             edits=[],
             executed=None,
             error=record.error,
-            mismatches=[],
+            **_mismatches([]),
         )
         return body
     if review.kind == rules.REPLY and review.reply is not None:
@@ -103,7 +107,7 @@ def decision_record(
             proposed=_proposed(review),
             edits=[],
             executed={},
-            mismatches=[],
+            **_mismatches([]),
         )
         body["decided"]["answer"] = record.answer
     return body
@@ -124,6 +128,15 @@ def _proposed(review: Review) -> dict[str, Any]:
     return {"interaction": review.payload.get("interaction")}
 
 
+def decided_args(held: Any, edited: Any) -> Any:
+    """The args a call was decided to run with: the held call's, each key an edit names
+    replaced (``{**held, **edited}``, as the client sends it). An edit stored whole merges to
+    itself, so this holds whether edits are stored as given or already merged."""
+    if isinstance(held, dict) and isinstance(edited, dict):
+        return {**held, **edited}
+    return edited
+
+
 def _tool_calls_record(
     record: Decision,
     proposed: list[dict[str, Any]],
@@ -135,18 +148,20 @@ def _tool_calls_record(
     for call_id, call in replaced.items():  # the call that ran in place of the model's
         if isinstance(call, dict):
             calls[str(call_id)] = {**calls.get(str(call_id), {}), **call}
-    edits, executed, mismatches = [], [], []
+    edits, executed = [], []
+    found: list[dict[str, Any]] = []
     for call in proposed:
         call_id = str(call.get("id"))
         name = call.get("name")
         choice = decided.get(call_id, {})
         action = choice.get("action")
-        want = choice.get("args") if action == "edit" else call.get("args")
+        held = call.get("args")
+        want = decided_args(held, choice.get("args")) if action == "edit" else held
         if action == "edit":
-            edits.append({"id": call_id, "name": name, "args": args_diff(call.get("args"), want)})
+            edits.append({"id": call_id, "name": name, "args": args_diff(held, want)})
         ran_call = calls.get(call_id)
         result = results.get(call_id)
-        ran = result is not None and result.get("status") != "error"
+        errored = result is not None and result.get("status") == "error"
         executed.append(
             {
                 "id": call_id,
@@ -157,18 +172,42 @@ def _tool_calls_record(
                 "result": _text(result.get("content")) if result else None,
             }
         )
+        about = {"id": call_id, "name": name}
         if action in RUNS:
             if result is None or ran_call is None:
-                mismatches.append(f"{name} ({call_id}) was {_PAST[action]} but did not run")
-            elif ran_call.get("name") != name or chain.normalized(
+                found.append(
+                    _mismatch(NOT_RUN, f"{name} ({call_id}) was {_PAST[action]} but did not run")
+                    | about
+                )
+                continue
+            if ran_call.get("name") != name or chain.normalized(
                 ran_call.get("args")
             ) != chain.normalized(want):
-                mismatches.append(
-                    f"{name} ({call_id}) ran with other args than {_PAST[action]}: "
-                    f"{json.dumps(args_diff(want, ran_call.get('args')), sort_keys=True)}"
+                diff = args_diff(want, ran_call.get("args"))
+                found.append(
+                    _mismatch(
+                        OTHER_ARGS,
+                        f"{name} ({call_id}) ran with other args than {_PAST[action]}: "
+                        f"{json.dumps(diff, sort_keys=True)}",
+                    )
+                    | about
+                    | {"args": diff}
                 )
-        elif ran:
-            mismatches.append(f"{name} ({call_id}) was answered with {action} but ran")
+            if errored:
+                assert result is not None
+                error = clean_error(_text(result.get("content")))
+                found.append(
+                    _mismatch(
+                        ERRORED, f"{name} ({call_id}) was {_PAST[action]} but failed: {error}"
+                    )
+                    | about
+                    | {"error": error}
+                )
+        elif result is not None and not errored:
+            found.append(
+                _mismatch(RAN_ANYWAY, f"{name} ({call_id}) was answered with {action} but ran")
+                | about
+            )
     return {
         "proposed": {
             "tool_calls": [
@@ -177,8 +216,32 @@ def _tool_calls_record(
         },
         "edits": edits,
         "executed": {"tool_calls": executed},
-        "mismatches": mismatches,
+        **_mismatches(found),
     }
+
+
+#: The kinds of mismatch (``mismatch_kinds`` of a record): a call decided to run that did not,
+#: ran with other args, or ran and failed; a call answered without running that ran; a reply
+#: delivered with other content, a rejected reply still in the conversation, a reply decided to
+#: go that is not in it.
+NOT_RUN = "not_run"
+OTHER_ARGS = "other_args"
+ERRORED = "errored"
+RAN_ANYWAY = "ran_anyway"
+REPLY_CHANGED = "reply_changed"
+REPLY_KEPT = "reply_kept"
+REPLY_MISSING = "reply_missing"
+
+
+def _mismatch(kind: str, message: str) -> dict[str, Any]:
+    return {"kind": kind, "message": message}
+
+
+def _mismatches(found: list[dict[str, Any]]) -> dict[str, Any]:
+    """A record's mismatches: ``mismatches``, one sentence each (as ever), and
+    ``mismatch_kinds``, the same in order as objects a program reads (``kind``, ``message``, and
+    what it is about: a call's ``id`` and ``name``, an ``error``, an ``args`` diff)."""
+    return {"mismatches": [m["message"] for m in found], "mismatch_kinds": found}
 
 
 def _reply_record(
@@ -196,7 +259,7 @@ def _reply_record(
         (m for m in reversed(messages) if message_id and m.get("id") == message_id),
         None,
     )
-    mismatches = []
+    found: list[dict[str, Any]] = []
     executed: dict[str, Any] = {"reply": None}
     if sent is not None:
         stamp = (sent.get("response_metadata") or {}).get("delivery") or {}
@@ -212,19 +275,28 @@ def _reply_record(
             else None,
         }
         if action == "reject":
-            mismatches.append("the reply was rejected but is still in the conversation")
+            found.append(
+                _mismatch(REPLY_KEPT, "the reply was rejected but is still in the conversation")
+            )
         elif content != want:
-            mismatches.append(
-                f"the reply sent is not the one {_PAST.get(str(action), action)}: "
-                + " ".join(text_diff(want, content)[2:])
+            found.append(
+                _mismatch(
+                    REPLY_CHANGED,
+                    f"the reply sent is not the one {_PAST.get(str(action), action)}: "
+                    + " ".join(text_diff(want, content)[2:]),
+                )
             )
     elif action in RUNS:
-        mismatches.append(f"the reply was {_PAST[action]} but is not in the conversation")
+        found.append(
+            _mismatch(
+                REPLY_MISSING, f"the reply was {_PAST[action]} but is not in the conversation"
+            )
+        )
     return {
         "proposed": {"reply": proposed, "message_id": message_id},
         "edits": edits,
         "executed": executed,
-        "mismatches": mismatches,
+        **_mismatches(found),
     }
 
 
@@ -375,6 +447,12 @@ def _heads(threads: QuerySet[Thread] | None) -> Iterator[tuple[str, int, str]]:
             batch = []
     if batch:
         yield from heads.filter(chain__in=batch)
+
+
+def verify_export(rows: Iterable[dict[str, Any]], *, partial: bool = False) -> list[chain.Break]:
+    """:func:`chain.verify_export` with this installation's ``AUDIT_KEY``: each chain of the
+    export must start at seq 1 or right after a checkpoint signed with it."""
+    return chain.verify_export(rows, key=app_settings.AUDIT_KEY, partial=partial)
 
 
 def jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:

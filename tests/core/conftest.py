@@ -157,3 +157,11 @@ def celery_worker(
         yield worker.start()
     finally:
         worker.stop()
+
+
+@pytest.fixture
+def audit_key(settings: Any) -> str:
+    """``NITRO_ASSISTANTS["AUDIT_KEY"]`` set: prunes sign their checkpoints, verify checks them."""
+    key = "audit-key-of-the-tests-0123456789abcdef"
+    settings.NITRO_ASSISTANTS = {**getattr(settings, "NITRO_ASSISTANTS", {}), "AUDIT_KEY": key}
+    return key

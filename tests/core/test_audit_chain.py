@@ -12,14 +12,57 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from nitro_assistants import chain as pure_chain
 from nitro_assistants import signals
-from nitro_assistants.models import AuditChain, Event, Review
+from nitro_assistants.models import AuditChain, Event, Review, Thread
 from nitro_assistants.services import api_keys, chain, decide
 from nitro_assistants.services.audit import events_batched, record_event
 from tests.factories import ReviewFactory, ThreadFactory
 from tests.reliability.test_concurrent_decisions import race
 
 pytestmark = pytest.mark.django_db
+
+
+def use_key(settings: Any, key: str) -> None:
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "AUDIT_KEY": key}
+
+
+def cut_behind_a_forged_checkpoint(
+    thread: Thread, through: int, *, sign_with: str | None = None
+) -> Event:
+    """What someone who can write to the database (and not read AUDIT_KEY) does to remove a
+    chain's first ``through`` events: delete them with the ORM, then append a checkpoint that
+    says they were pruned, chained to the head and the head moved, as the app would (the
+    hashing is public). ``sign_with``: signed, with a key of their own."""
+    key = str(thread.thread_id)
+    last = Event.objects.get(thread=thread, seq=through)
+    Event.objects.filter(thread=thread, seq__lte=through).delete()
+    head = AuditChain.objects.get(chain=key)
+    at = timezone.now()
+    data: dict[str, Any] = {
+        "before": pure_chain.timestamp(at),
+        "events": through,
+        "first_seq": 1,
+        "from_hash": "",
+        "through_seq": through,
+        "through_hash": last.hash,
+        "pruned_at": pure_chain.timestamp(at),
+    }
+    if sign_with is not None:
+        data["signature"] = pure_chain.sign_checkpoint(sign_with, key, data)
+    content = pure_chain.canonical(chain=key, verb=pure_chain.PRUNED, data=data, at=at)
+    hash_ = pure_chain.link_hash(head.hash, content)
+    forged = Event.objects.create(
+        thread=thread,
+        verb=pure_chain.PRUNED,
+        data=data,
+        at=at,
+        seq=head.seq + 1,
+        prev_hash=head.hash,
+        hash=hash_,
+    )
+    AuditChain.objects.filter(chain=key).update(seq=head.seq + 1, hash=hash_)
+    return forged
 
 
 def trail(thread: Any, verbs: int = 5) -> list[Event]:
@@ -217,7 +260,7 @@ def old_trail(thread: Any, at: datetime.datetime, verbs: int = 3) -> None:
 
 
 def test_prune_keeps_the_chain_verifiable_and_spares_open_reviews(
-    django_user_model: Any,
+    django_user_model: Any, audit_key: str
 ) -> None:
     old, busy, recent = ThreadFactory(), ThreadFactory(), ThreadFactory()
     long_ago = timezone.now() - datetime.timedelta(days=400)
@@ -249,6 +292,97 @@ def test_prune_keeps_the_chain_verifiable_and_spares_open_reviews(
         ['{"through_seq": 2, "through_hash": "x", "events": 2, "before": "x"}', checkpoint.pk],
     )
     assert chain.verify().broken.pk == checkpoint.pk  # type: ignore[union-attr]
+
+
+def test_prune_refuses_without_an_audit_key() -> None:
+    thread = ThreadFactory()
+    old_trail(thread, timezone.now() - datetime.timedelta(days=400))
+    with pytest.raises(chain.PruneError, match=r"Pruning needs NITRO_ASSISTANTS\['AUDIT_KEY'\]"):
+        chain.prune(timezone.now())
+    assert Event.objects.count() == 3  # nothing deleted, no checkpoint
+    assert chain.verify().ok
+
+
+def a_decided_trail() -> tuple[Thread, list[Event]]:
+    thread = ThreadFactory()
+    events = [
+        record_event(thread, "review_requested", kind="tool_calls"),
+        record_event(thread, "review_decided", actions=["reject"], note="not this one"),
+        record_event(thread, "run_requested"),
+        record_event(thread, "run_succeeded", reply="done"),
+    ]
+    return thread, events
+
+
+@pytest.mark.parametrize("sign_with", [None, "a key of the attacker's own"])
+def test_a_chain_cut_behind_a_forged_checkpoint_is_named(
+    audit_key: str, sign_with: str | None
+) -> None:
+    """Deleting a chain's first events (the decision among them) and appending a checkpoint
+    that says they were pruned, all by database writes, passed: the checkpoint was believed.
+    Now a checkpoint counts only when signed with AUDIT_KEY, which the database does not hold."""
+    thread, events = a_decided_trail()
+    forged = cut_behind_a_forged_checkpoint(thread, 2, sign_with=sign_with)
+    assert not Event.objects.filter(verb="review_decided").exists()
+    for result in (chain.verify(), chain.verify(thread=thread)):
+        assert not result.ok
+        [broken] = result.breaks
+        assert broken.chain == str(thread.thread_id) and broken.pk == forged.pk
+        assert "is not to be trusted" in broken.problem
+        why = "not signed" if sign_with is None else "signature does not match"
+        assert why in broken.problem
+    # A time range after the cut starts after the checkpoint too: it is checked as well.
+    ranged = chain.verify(since=events[2].at)
+    assert not ranged.ok and ranged.broken.pk == forged.pk  # type: ignore[union-attr]
+
+
+def test_a_cut_start_without_a_checkpoint_is_named(audit_key: str) -> None:
+    thread, events = a_decided_trail()
+    Event.objects.filter(thread=thread, seq__lte=2).delete()
+    result = chain.verify()
+    assert result.broken is not None and result.broken.pk == events[2].pk
+    assert "2 event(s) missing before" in result.broken.problem
+
+
+def pruned_thread() -> tuple[Thread, Event]:
+    """A thread whose three old events were pruned (signed with the key set), one kept."""
+    thread = ThreadFactory()
+    old_trail(thread, timezone.now() - datetime.timedelta(days=400))
+    record_event(thread, "kept")
+    assert chain.prune(timezone.now() - datetime.timedelta(days=1)).events == 3
+    return thread, Event.objects.get(thread=thread, verb="audit_pruned")
+
+
+def test_a_checkpoint_with_a_tampered_field_is_named(audit_key: str) -> None:
+    """A genuine checkpoint whose count is changed, its link re-hashed and the head moved (all
+    consistent for the hash chain): its signature no longer matches what it says."""
+    thread, checkpoint = pruned_thread()
+    assert chain.verify().ok
+    key = str(thread.thread_id)
+    data = {**checkpoint.data, "through_seq": 2}
+    content = pure_chain.canonical(chain=key, verb=checkpoint.verb, data=data, at=checkpoint.at)
+    hash_ = pure_chain.link_hash(checkpoint.prev_hash, content)
+    Event.objects.filter(pk=checkpoint.pk).update(data=data, hash=hash_)
+    AuditChain.objects.filter(chain=key).update(hash=hash_)
+    result = chain.verify()
+    assert result.broken is not None and result.broken.pk == checkpoint.pk
+    assert "signature does not match" in result.broken.problem
+
+
+def test_a_genuine_prune_verifies_with_its_key_only(settings: Any, audit_key: str) -> None:
+    thread, checkpoint = pruned_thread()
+    data = checkpoint.data
+    assert (data["first_seq"], data["from_hash"], data["through_seq"]) == (1, "", 3)
+    assert data["signature"] == pure_chain.sign_checkpoint(audit_key, str(thread.thread_id), data)
+    assert chain.verify().ok
+    assert chain.verify(thread=thread).ok
+    use_key(settings, "another key")
+    [broken] = chain.verify().breaks
+    assert broken.pk == checkpoint.pk and "signature does not match" in broken.problem
+    use_key(settings, "")
+    [broken] = chain.verify().breaks
+    assert broken.pk == checkpoint.pk
+    assert "cannot be vouched for: no AUDIT_KEY is configured" in broken.problem
 
 
 @pytest.mark.postgresql("row locks: concurrent writers on one chain")
@@ -335,3 +469,49 @@ def test_sixteen_threads_deciding_at_once_leave_a_whole_trail(
     result = chain.verify()
     assert result.ok, result.broken
     assert result.chains == 17
+
+
+def test_a_genuine_checkpoint_copied_to_another_chain_is_named(audit_key: str) -> None:
+    """A signed checkpoint vouches for its own chain only: copied (as written, signature and
+    all) behind another chain's deleted start, it does not match the chain it is in."""
+    _, genuine = pruned_thread()
+    other = ThreadFactory()
+    trail(other, 5)
+    last = Event.objects.get(thread=other, seq=3)
+    Event.objects.filter(thread=other, seq__lte=3).delete()
+    key = str(other.thread_id)
+    head = AuditChain.objects.get(chain=key)
+    data = {**genuine.data, "through_hash": last.hash}  # what the walk would need
+    content = pure_chain.canonical(chain=key, verb=pure_chain.PRUNED, data=data, at=genuine.at)
+    hash_ = pure_chain.link_hash(head.hash, content)
+    copied = Event.objects.create(
+        thread=other,
+        verb=pure_chain.PRUNED,
+        data=data,
+        at=genuine.at,
+        seq=head.seq + 1,
+        prev_hash=head.hash,
+        hash=hash_,
+    )
+    AuditChain.objects.filter(chain=key).update(seq=head.seq + 1, hash=hash_)
+    [broken] = chain.verify().breaks
+    assert broken.chain == key and broken.pk == copied.pk
+    assert "signature does not match" in broken.problem
+
+
+def test_a_prune_with_the_key_replaces_an_unsigned_checkpoint(audit_key: str) -> None:
+    """A checkpoint written before checkpoints were signed (here: a signed one stripped of its
+    signature, re-chained) fails verify; a later prune with the key past it deletes it with the
+    events it followed and leaves a signed checkpoint: the chain verifies again."""
+    thread, checkpoint = pruned_thread()
+    key = str(thread.thread_id)
+    data = {k: v for k, v in checkpoint.data.items() if k != "signature"}
+    content = pure_chain.canonical(chain=key, verb=checkpoint.verb, data=data, at=checkpoint.at)
+    hash_ = pure_chain.link_hash(checkpoint.prev_hash, content)
+    Event.objects.filter(pk=checkpoint.pk).update(data=data, hash=hash_)
+    AuditChain.objects.filter(chain=key).update(hash=hash_)
+    [broken] = chain.verify().breaks
+    assert broken.pk == checkpoint.pk and "not signed" in broken.problem
+    chain.prune(timezone.now() + datetime.timedelta(seconds=1))
+    assert not Event.objects.filter(pk=checkpoint.pk).exists()
+    assert chain.verify().ok

@@ -16,7 +16,9 @@ from django.utils import timezone
 
 from nitro_assistants import chain as pure_chain
 from nitro_assistants.models import AuditChain, Event
+from nitro_assistants.services import evidence
 from nitro_assistants.services.audit import events_batched, record_event
+from tests.core.test_audit_chain import cut_behind_a_forged_checkpoint, pruned_thread, use_key
 from tests.factories import ThreadFactory
 
 pytestmark = pytest.mark.django_db
@@ -168,7 +170,7 @@ def test_bad_input_is_a_clear_error(args: list[str], message: str) -> None:
     assert Event.objects.count() == 1  # nothing written, nothing lost
 
 
-def test_prune_from_the_command_line(django_user_model: Any) -> None:
+def test_prune_from_the_command_line(django_user_model: Any, audit_key: str) -> None:
     thread = ThreadFactory()
     with events_batched():
         for i in range(4):
@@ -179,3 +181,96 @@ def test_prune_from_the_command_line(django_user_model: Any) -> None:
     assert out == "4 event(s) pruned from 1 chain(s); 0 thread(s) with an open review kept.\n"
     assert audit("verify")[0].startswith("The audit trail is whole")
     assert Event.objects.filter(verb="audit_pruned").count() == 2
+
+
+def exported(*args: str) -> list[dict[str, Any]]:
+    out, _ = audit("export", "--format", "jsonl", *args)
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_prune_without_an_audit_key_exits_non_zero_saying_why() -> None:
+    thread = ThreadFactory()
+    with events_batched():
+        record_event(thread, "old").at = timezone.now() - datetime.timedelta(days=90)
+    with pytest.raises(CommandError, match=r"Pruning needs NITRO_ASSISTANTS\['AUDIT_KEY'\]") as e:
+        audit("prune", "--before", timezone.now().date().isoformat())
+    assert e.value.returncode == 1
+    assert list(Event.objects.values_list("verb", flat=True)) == ["old"]
+
+
+def test_an_export_whose_first_lines_were_cut_is_refused(django_user_model: Any) -> None:
+    """An export of whole chains must hold each from seq 1 (or a signed checkpoint): one whose
+    first lines were cut (here a thread's opening and its decision) passed, being walked from
+    its first line. A time range export is checked from its first line, when asked to."""
+    events = some_trail(django_user_model)
+    rows = exported()
+    assert pure_chain.verify_export(rows) == []
+    cut = [r for r in rows if r.get("id") not in (events[0].pk, events[1].pk)]
+    [broken] = pure_chain.verify_export(cut)
+    assert broken.chain == str(events[0].thread.thread_id)
+    assert "2 event(s) missing before" in broken.problem and broken.pk == events[4].pk
+    assert pure_chain.verify_export(cut, partial=True) == []
+
+
+def test_an_export_of_a_chain_cut_behind_a_forged_checkpoint_is_refused(
+    audit_key: str, tmp_path: Any
+) -> None:
+    """After the database attack (first events deleted, a checkpoint forged, the head moved), a
+    new export's chain ends at the database's head and its links hold: only the checkpoint's
+    signature, checked with AUDIT_KEY, shows it."""
+    thread = ThreadFactory()
+    decided = [record_event(thread, f"step_{i}") for i in range(2)]
+    decided.append(record_event(thread, "review_decided", actions=["approve"]))
+    decided.append(record_event(thread, "run_succeeded"))
+    forged = cut_behind_a_forged_checkpoint(thread, 3)
+    rows = exported()
+    assert pure_chain.verify_export(rows, partial=True) != []  # the checkpoint is checked anyway
+    [broken] = evidence.verify_export(rows)
+    assert broken.chain == str(thread.thread_id) and broken.pk == forged.pk
+    assert "not signed" in broken.problem
+    path = tmp_path / "trail.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    err = io.StringIO()
+    with pytest.raises(CommandError, match="The export is broken: 1 chain") as raised:
+        call_command("nitro_assistants_audit", "check-export", str(path), stderr=err)
+    assert raised.value.returncode == 1
+    assert f"BROKEN chain {thread.thread_id}: checkpoint event #{forged.pk}" in err.getvalue()
+
+
+def test_a_genuine_prune_exports_and_checks_with_its_key_only(
+    settings: Any, audit_key: str, tmp_path: Any
+) -> None:
+    thread, checkpoint = pruned_thread()
+    rows = exported()
+    assert [r["seq"] for r in rows if r.get("chain") == str(thread.thread_id)] == [4, 5]
+    assert evidence.verify_export(rows) == []
+    assert pure_chain.verify_export(rows, key=audit_key) == []
+    path = tmp_path / "trail.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = io.StringIO()
+    call_command("nitro_assistants_audit", "check-export", str(path), stdout=out)
+    assert out.getvalue() == "The export is whole: 3 event(s).\n"
+    [broken] = pure_chain.verify_export(rows)  # no key: the checkpoint cannot be vouched for
+    assert broken.pk == checkpoint.pk and "no AUDIT_KEY is configured" in broken.problem
+    use_key(settings, "another key")
+    [broken] = evidence.verify_export(rows)
+    assert broken.pk == checkpoint.pk and "signature does not match" in broken.problem
+    # Its first line (the first event kept) cut: the chain no longer starts after the checkpoint.
+    use_key(settings, audit_key)
+    cut = [r for r in rows if not (r.get("chain") == str(thread.thread_id) and r["seq"] == 4)]
+    [broken] = evidence.verify_export(cut)
+    assert broken.pk == checkpoint.pk and "missing before" in broken.problem
+
+
+def test_verify_exits_non_zero_at_a_forged_checkpoint_naming_the_chain(audit_key: str) -> None:
+    thread = ThreadFactory()
+    for verb in ("review_requested", "review_decided", "run_succeeded"):
+        record_event(thread, verb)
+    forged = cut_behind_a_forged_checkpoint(thread, 2)
+    err = io.StringIO()
+    with pytest.raises(CommandError) as raised:
+        call_command("nitro_assistants_audit", "verify", stdout=io.StringIO(), stderr=err)
+    assert raised.value.returncode == 1
+    assert f"first at event #{forged.pk}" in str(raised.value)
+    assert f"BROKEN chain {thread.thread_id}: checkpoint event #{forged.pk}" in err.getvalue()
+    assert "not signed" in err.getvalue()

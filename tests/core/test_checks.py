@@ -120,3 +120,18 @@ def test_a_request_limit_reaches_the_client(settings: Any) -> None:
     assert ids(settings, MAX_CONCURRENT_REQUESTS=6) == []
     transport = nitro_assistants.assistants()["tools"].client.transport
     assert transport.max_concurrent_requests == 6
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("", []),  # prune refuses and verify says to set it: no warning for those who never prune
+        ("k" * 32, []),
+        ("short", ["nitro_assistants.W003"]),
+        (None, ["nitro_assistants.W002"]),  # the SECRET_KEY
+    ],
+)
+def test_a_weak_or_shared_audit_key_is_warned_of(
+    settings: Any, key: str | None, expected: list[str]
+) -> None:
+    assert ids(settings, AUDIT_KEY=settings.SECRET_KEY if key is None else key) == expected

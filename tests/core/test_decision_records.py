@@ -11,7 +11,7 @@ import nitro_assistants
 from nitro_assistants import services, signals
 from nitro_assistants.models import Decision, Event, Review, Run
 from nitro_assistants.services import chain
-from nitro_assistants.services.evidence import record_decision
+from nitro_assistants.services.evidence import decision_record, record_decision
 
 pytestmark = [pytest.mark.server, pytest.mark.django_db]
 
@@ -198,6 +198,89 @@ def test_an_approved_call_that_ran_with_other_args_is_flagged(
         '{"day": {"from": "Tuesday", "to": "Friday"}}'
     )
     assert event.data["mismatches"] == [expected]
+    assert event.data["mismatch_kinds"][0]["kind"] == "other_args"
     assert [m["mismatches"] for m in mismatches] == [[expected]]
     assert mismatches[0]["decision"] == record
+    assert chain.verify().ok
+
+
+def test_a_partial_edit_is_compared_merged_into_the_held_call(
+    server_settings: Any,
+    enqueued: list[Any],
+    mismatches: list[Any],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """An edit that names only the changed argument runs as the held call with that key
+    replaced: the record compares that merged call with what ran (no "ran with other args"),
+    and its diff names the changed key only, whether the edit is stored as given or merged."""
+    run_now("walkthrough", MOVE, django_capture_on_commit_callbacks)
+    review = Review.objects.get(status="pending")
+    call = review.tool_calls[0]
+    event = decide_and_resume(
+        review,
+        None,
+        {"tool_calls": [{"id": call["id"], "action": "edit", "args": {"day": "Thursday"}}]},
+        django_capture_on_commit_callbacks,
+    )
+    record = event.data
+    merged = {**call["args"], "day": "Thursday"}
+    [ran] = record["executed"]["tool_calls"]
+    assert ran["args"] == merged and ran["status"] == "success"
+    assert record["edits"] == [
+        {
+            "id": call["id"],
+            "name": "reschedule_appointment",
+            "args": {"day": {"from": "Tuesday", "to": "Thursday"}},
+        }
+    ]
+    assert record["mismatches"] == [] and record["mismatch_kinds"] == [] and mismatches == []
+    # The same decision stored already merged reads the same: merging a full edit changes nothing.
+    decision = Decision.objects.get(review=review)
+    decision.tool_calls = [{"id": call["id"], "action": "edit", "args": merged}]
+    state = nitro_assistants.assistants()["walkthrough"].thread_state(
+        thread_id=str(review.thread.thread_id)
+    )["values"]
+    again = decision_record(decision, review, state["messages"], state=state)
+    assert again["edits"] == record["edits"] and again["mismatches"] == []
+
+
+def test_a_tool_that_failed_is_an_errored_mismatch(
+    server_settings: Any,
+    enqueued: list[Any],
+    mismatches: list[Any],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """A call approved that ran and failed (its tool message has ``status: "error"``) did not do
+    what was decided: the record says which tool, its call id and the error, and the signal is
+    sent."""
+    run_now(
+        "refunds",
+        'tools: [{"name": "void_order", "args": {"order_id": 7}}]',
+        django_capture_on_commit_callbacks,
+    )
+    review = Review.objects.get(status="pending")
+    call = review.tool_calls[0]
+    event = decide_and_resume(
+        review,
+        None,
+        {"tool_calls": [{"id": call["id"], "action": "approve"}]},
+        django_capture_on_commit_callbacks,
+    )
+    record = event.data
+    [ran] = record["executed"]["tool_calls"]
+    assert ran["ran"] is True and ran["status"] == "error"
+    expected = f"void_order ({call['id']}) was approved but failed: order 7 is already shipped"
+    assert record["mismatches"] == [expected]
+    assert record["mismatch_kinds"] == [
+        {
+            "kind": "errored",
+            "message": expected,
+            "id": call["id"],
+            "name": "void_order",
+            "error": "order 7 is already shipped",
+        }
+    ]
+    [sent] = mismatches
+    assert sent["mismatches"] == [expected] and sent["decision"].review == review
+    assert sent["mismatch_kinds"][0]["kind"] == "errored"
     assert chain.verify().ok

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from langchain.agents import create_agent
-from langchain_core.tools import tool
+from langchain_core.tools import ToolException, tool
 
 from nitro_assistants.agent import DeliveryMiddleware, ReviewMiddleware
 from nitro_assistants.agent.interactions import ask_reader
@@ -29,6 +29,15 @@ def refund_customer(order_id: int, amount: float) -> str:
     """Refund an order (held for review; policy rules decide by amount)."""
     return f"Refunded {amount:g} on order {order_id}"
 
+
+@tool
+def void_order(order_id: int) -> str:
+    """Void an order (held for review). Always fails: the tool's error is handled, so the run
+    goes on with an error ToolMessage (``status: "error"``), as a real tool's failure does."""
+    raise ToolException(f"order {order_id} is already shipped")
+
+
+void_order.handle_tool_error = True
 
 TOOLS = APPOINTMENT_TOOLS
 HELD = {
@@ -65,8 +74,8 @@ plain = create_agent(ScriptedChatModel(), tools=TOOLS)
 
 refunds = create_agent(
     ScriptedChatModel(),
-    tools=[*TOOLS, refund_customer],
-    middleware=[ReviewMiddleware({"refund_customer": True})],
+    tools=[*TOOLS, refund_customer, void_order],
+    middleware=[ReviewMiddleware({"refund_customer": True, "void_order": True})],
 )
 
 interactions = create_agent(ScriptedChatModel(), tools=[*TOOLS, ask_reader])

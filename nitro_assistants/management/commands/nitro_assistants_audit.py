@@ -1,8 +1,11 @@
-"""``nitro_assistants_audit verify | export | prune``: the audit trail's evidence commands."""
+"""``nitro_assistants_audit verify | export | check-export | prune``: the audit trail's evidence
+commands."""
 
 from __future__ import annotations
 
 import datetime
+import json
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -82,6 +85,11 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action", required=True, parser_class=type(parser))
         verify = sub.add_parser("verify", help="Walk the chain; exit 1 at a broken link.")
         export = sub.add_parser("export", help="Stream the trail to standard output.")
+        check = sub.add_parser(
+            "check-export",
+            help="Walk a JSONL export's chains (signed checkpoints checked with AUDIT_KEY); "
+            "exit 1 at a broken link.",
+        )
         prune = sub.add_parser("prune", help="Delete events before a date, keeping a checkpoint.")
         for each in (verify, export):
             each.add_argument("--thread", help="one thread (its remote thread id)")
@@ -89,6 +97,12 @@ class Command(BaseCommand):
             each.add_argument("--until", help="up to this date or date-time (excluded)")
         export.add_argument("--format", default="jsonl", help="jsonl (default) or csv")
         export.add_argument("--assistant", help="only the threads of this assistant key")
+        check.add_argument("file", help="the JSONL export")
+        check.add_argument(
+            "--partial",
+            action="store_true",
+            help="the export is of a time range: check each chain from its first exported event",
+        )
         prune.add_argument("--before", required=True, help="delete events before this date")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -97,6 +111,8 @@ class Command(BaseCommand):
             self.verify(options)
         elif action == "export":
             self.export(options)
+        elif action == "check-export":
+            self.check_export(options)
         else:
             self.prune(options)
 
@@ -137,13 +153,31 @@ class Command(BaseCommand):
         out.flush()
         self.stderr.write(f"{count} event(s) exported.")
 
+    def check_export(self, options: dict[str, Any]) -> None:
+        path = Path(options["file"])
+        try:
+            with path.open(encoding="utf-8") as export:
+                rows = [json.loads(line) for line in export if line.strip()]
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"{path}: not a JSONL export ({exc})") from None
+        breaks = evidence.verify_export(rows, partial=options["partial"])
+        if breaks:
+            for broken in breaks:
+                self.stderr.write(f"BROKEN {broken}")
+            raise CommandError(f"The export is broken: {len(breaks)} chain(s)", returncode=1)
+        events = sum("chain_head" not in row for row in rows)
+        self.stdout.write(f"The export is whole: {events} event(s).")
+
     def prune(self, options: dict[str, Any]) -> None:
         before = when(options["before"], "--before")
         if before is None:  # argparse requires it; a guard for call_command
             raise CommandError("--before: give a date")
         if before > timezone.now():
             raise CommandError("--before: the date is in the future; nothing newer is pruned")
-        result = chain.prune(before)
+        try:
+            result = chain.prune(before)
+        except chain.PruneError as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(
             f"{result.events} event(s) pruned from {result.chains} chain(s); "
             f"{result.kept_open} thread(s) with an open review kept."
