@@ -399,15 +399,26 @@ def _counted(review: Review) -> QuerySet[Approval]:
     return Approval.objects.filter(pk__in=counted_approvals().filter(review=review).values("pk"))
 
 
+#: The permission deciding a review needs (``services.may_decide``).
+DECIDE_PERMISSION = "nitro_assistants.decide_review"
+
+
 def approved_by(review: Review) -> list[Approval]:
-    """The approvals that count, oldest first."""
-    return list(_counted(review).select_related("user").order_by("at", "pk"))
+    """The approvals that count, oldest first: :func:`counted_approvals` of people who still
+    hold the permission to decide (a revoked permission lapses an approval, as a deactivation
+    or leaving the group does)."""
+    return [
+        approval
+        for approval in _counted(review).select_related("user").order_by("at", "pk")
+        if approval.user.has_perm(DECIDE_PERMISSION)
+    ]
 
 
 def lapsed_approvals(review: Review) -> list[tuple[Approval, str]]:
     """Approvals of the review's content as it is now that no longer count, oldest first, each
-    with why: its approver was deactivated, or is no longer in the group deciding it."""
-    counted = set(_counted(review).values_list("pk", flat=True))
+    with why: its approver was deactivated, lost the permission to decide, or is no longer in
+    the group deciding it."""
+    counted = {approval.pk for approval in approved_by(review)}
     try:
         group = review.handling.group
     except ReviewHandling.DoesNotExist:
@@ -421,6 +432,8 @@ def lapsed_approvals(review: Review) -> list[tuple[Approval, str]]:
     ):
         if not approval.user.is_active:
             why = "deactivated"
+        elif not approval.user.has_perm(DECIDE_PERMISSION):
+            why = "may no longer decide"
         elif group is not None:
             why = f"no longer in {group.name}"
         else:
@@ -438,7 +451,7 @@ def waiting_for(review: Review) -> str:
         return ""
     if row.approvals_required <= 1 and row.group_id is None:
         return ""
-    count = _counted(review).count()
+    count = len(approved_by(review))
     return policies.progress(count, row.approvals_required, row.group.name if row.group else "")
 
 

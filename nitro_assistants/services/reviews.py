@@ -64,7 +64,7 @@ from nitro_assistants.services.runs import (
 #: Who is deciding: through the admin, through the JSON API, or code of the host project (the
 #: shell, a policy), which brings its own authority.
 Channel = Literal["admin", "api"] | None
-DECIDE_PERMISSION = "nitro_assistants.decide_review"
+DECIDE_PERMISSION = policies.DECIDE_PERMISSION
 
 
 def pending_review_of(review: Review) -> PendingReview:

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from nitro_assistants import services
@@ -317,4 +317,17 @@ def test_a_deadline_approving_an_edited_review_runs_the_edited_call(
     decision = Decision.objects.get(review=review)
     assert decision.tool_calls == [
         {"id": "call_0", "action": "edit", "args": {"order_id": 7, "amount": 250}}
+    ]
+
+
+def test_an_approval_by_someone_whose_permission_was_revoked_no_longer_counts(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    review = mirrored(300)
+    alice, bob = reviewer("alice", finance), reviewer("bob", finance)
+    services.decide(review, alice, approve(review), via="admin")
+    alice.user_permissions.remove(Permission.objects.get(codename="decide_review"))
+    assert isinstance(services.decide(review, bob, approve(review), via="admin"), Approval)
+    assert [(a.user.username, why) for a, why in lapsed_approvals(review)] == [
+        ("alice", "may no longer decide")
     ]
