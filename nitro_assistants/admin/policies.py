@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from nitro_assistants import policies, rules
+from nitro_assistants.admin.forms import StorableJSONField
 from nitro_assistants.models import Approval, Decision, Policy, Review, ReviewHandling
 from nitro_assistants.services.policies import approval_count, waiting_for
 
@@ -32,7 +33,9 @@ DRY_RUN_DEFAULT, DRY_RUN_MAX = 200, 2000
 class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
     """Refuses a rule the matcher could not use, with the error on the field at fault."""
 
-    conditions = forms.JSONField(
+    # Storable: NaN, Infinity (or 1e999) in a condition's value is a field error, not a 500
+    # from jsonb.
+    conditions = StorableJSONField(
         required=False,
         initial=list,
         widget=forms.Textarea(attrs={"rows": 6, "cols": 80, "class": "vLargeTextField"}),
