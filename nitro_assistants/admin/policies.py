@@ -23,6 +23,7 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from nitro_assistants import policies, rules
 from nitro_assistants.admin.forms import StorableJSONField
+from nitro_assistants.admin.options import refuse_bad_selection
 from nitro_assistants.models import Approval, Decision, Policy, Review, ReviewHandling
 from nitro_assistants.services.policies import approval_count, waiting_for
 
@@ -136,6 +137,13 @@ class PolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         (None, {"fields": ["version", "updated_at"]}),
     ]
     change_form_template = "admin/nitro_assistants/policy/change_form.html"
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if self.has_view_or_change_permission(request):
+            refuse_bad_selection(request, self.model)  # a ticked id that is no rule: 400
+        return super().changelist_view(request, extra_context)
 
     def changeform_view(
         self,
