@@ -16,6 +16,7 @@ Two budgets, each counted per minute in Django's cache:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +31,8 @@ from nitro_assistants.conf import app_settings
 from nitro_assistants.models import ApiKey
 from nitro_assistants.models.interactions import API_KEY_PREFIX
 from nitro_assistants.validators import unstorable_reason
+
+logger = logging.getLogger("nitro_assistants.api")
 
 #: A key's ``last_used_at`` is written at most this often (seconds): not one UPDATE per call.
 LAST_USED_RESOLUTION = 60
@@ -104,8 +107,16 @@ def authenticate(request: HttpRequest) -> tuple[Any, str]:
         try:
             key = key_from_header(header)
         except ApiError as error:
-            if error.status == 401:
-                _count("api-auth-failures", address)
+            limit = app_settings.API_AUTH_FAILURE_LIMIT
+            if error.status == 401 and limit > 0:
+                failures = _count("api-auth-failures", address)
+                if failures == limit:
+                    logger.warning(
+                        "Decide API: %d API keys refused from %s this minute; its key requests "
+                        "are answered 429 until the minute ends",
+                        failures,
+                        address,
+                    )
             raise
         return key.user, f"user:{key.user_id}"
     user = getattr(request, "user", None)
@@ -143,7 +154,9 @@ def _too_many(message: str) -> ApiError:
 
 
 def refuse_failing_address(address: str) -> None:
-    """429 when ``address`` has had ``API_AUTH_FAILURE_LIMIT`` keys refused this minute."""
+    """429 when ``address`` has had ``API_AUTH_FAILURE_LIMIT`` keys refused this minute.
+    Requests in flight at once are all checked before any of them is counted, so a burst may
+    pass the limit by as many as run at the same time; the next request is refused."""
     limit = app_settings.API_AUTH_FAILURE_LIMIT
     if limit <= 0:
         return

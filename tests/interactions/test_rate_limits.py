@@ -71,7 +71,9 @@ def test_a_users_keys_and_session_share_one_budget(client: Client, minute: Any) 
     assert get(client, first).status_code == 200  # the next minute
 
 
-def test_refused_keys_throttle_their_address_only(client: Client, minute: Any) -> None:
+def test_refused_keys_throttle_their_address_only(
+    client: Client, minute: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     olivia = User.objects.create_user("olivia")
     right = ApiKey.generate(olivia, "CRM")[1]
     near = right[:-1] + ("x" if right[-1] != "x" else "y")  # its prefix, another secret
@@ -80,6 +82,8 @@ def test_refused_keys_throttle_their_address_only(client: Client, minute: Any) -
         header = guess if guess.startswith("Basic") else f"Bearer {guess}"
         response = client.get(REVIEWS, REMOTE_ADDR="10.0.0.1", HTTP_AUTHORIZATION=header)
         assert_error(response, 401, "unauthorized")
+    (warning,) = [r for r in caplog.records if r.name == "nitro_assistants.api"]
+    assert "3 API keys refused from 10.0.0.1" in warning.getMessage()
     body = limited(get(client, "nsk_another_guess"))
     assert "refused API keys from your address" in body["message"]
     # The right key too, from that address: else a guess that hits would answer 200, not 429.
