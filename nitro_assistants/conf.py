@@ -29,6 +29,7 @@ class AppSettings:
         "SWEEP_BATCH_SIZE": 2000,
         "REQUEUE_AFTER": 600,
         "API_RATE_LIMIT": 120,
+        "API_AUTH_FAILURE_LIMIT": 20,
         "CLAIM_MINUTES": 5,
         "ASSIGN_REVIEW": "",
         "LIVE_POLL_SECONDS": 3,
@@ -136,8 +137,15 @@ class AppSettings:
 
     @property
     def API_RATE_LIMIT(self) -> int:
-        """Requests per minute the decide API accepts from one API key (or signed-in user)."""
+        """Requests per minute the decide API accepts from one user: all their API keys and
+        their session count against one budget (0: no limit)."""
         return int(self._setting("API_RATE_LIMIT"))
+
+    @property
+    def API_AUTH_FAILURE_LIMIT(self) -> int:
+        """Refused API keys per minute from one client address (``REMOTE_ADDR``) before every
+        key request from it is answered 429 for the rest of the minute (0: no limit)."""
+        return int(self._setting("API_AUTH_FAILURE_LIMIT"))
 
     @property
     def CLAIM_MINUTES(self) -> float:

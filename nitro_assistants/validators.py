@@ -1,14 +1,17 @@
-"""Text the database cannot store: NUL characters and lone surrogates.
+"""Values the database cannot store: NUL characters, lone surrogates and non-finite numbers.
 
 PostgreSQL refuses a NUL (``\\x00``) in ``text`` and in ``jsonb`` (``\\u0000``), and a lone
 surrogate (``\\ud800``, which JSON's ``\\u`` escapes can spell) is not UTF-8 at all, so neither
-can be stored, and storing them is what every decision does first. Input is checked for them where
-it is parsed (the decide API's body and path, the admin's JSON fields), so the caller gets a 400
-or a form error naming the field instead of a 500 from the database.
+can be stored, and storing them is what every decision does first. Nor can ``NaN``, ``Infinity``
+or ``-Infinity``: Python's ``json`` reads them (and a number too large for a float, ``1e999``,
+as infinity), but they are not JSON, and ``jsonb`` refuses them. Input is checked for all of
+these where it is parsed (the decide API's body and path, the admin's JSON fields), so the caller
+gets a 400 or a form error naming the field instead of a 500 from the database.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -30,16 +33,31 @@ def unstorable_reason(text: str) -> str | None:
     return f"contains a lone surrogate (\\u{ord(match.group()):04x}), which is not valid Unicode"
 
 
+def non_finite_reason(number: float) -> str | None:
+    """Why the float ``number`` cannot be stored as JSON (None when it can)."""
+    if math.isfinite(number):
+        return None
+    shown = "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
+    return (
+        f"is {shown}: non-finite numbers (NaN, Infinity, -Infinity, or one too large for a "
+        "float, such as 1e999) are not JSON"
+    )
+
+
 def find_unstorable(value: Any, path: str = "") -> tuple[str, str] | None:
-    """The first string in a parsed JSON ``value`` (object keys included) that cannot be stored:
-    ``(field path, reason)``, the path written as the decide API names fields (``edits.s1.day``,
-    ``answers[0].text``); a bad key is reported at the object holding it. None when all is well.
-    Iterative, so a deeply nested body cannot exhaust the stack."""
+    """The first string in a parsed JSON ``value`` (object keys included), or number, that cannot
+    be stored: ``(field path, reason)``, the path written as the decide API names fields
+    (``edits.s1.day``, ``answers[0].text``); a bad key is reported at the object holding it. None
+    when all is well. Iterative, so a deeply nested body cannot exhaust the stack."""
     stack: list[tuple[str, Any]] = [(path, value)]
     while stack:
         where, item = stack.pop()
         if isinstance(item, str):
             reason = unstorable_reason(item)
+            if reason is not None:
+                return where, reason
+        elif isinstance(item, float):
+            reason = non_finite_reason(item)
             if reason is not None:
                 return where, reason
         elif isinstance(item, dict):
@@ -56,8 +74,8 @@ def find_unstorable(value: Any, path: str = "") -> tuple[str, str] | None:
 
 
 def validate_storable(value: Any) -> None:
-    """A form field validator: refuse a value (a string, or parsed JSON) holding a NUL character
-    or a lone surrogate, with a message that says which and where."""
+    """A form field validator: refuse a value (a string, or parsed JSON) holding a NUL character,
+    a lone surrogate or a non-finite number, with a message that says which and where."""
     found = find_unstorable(value)
     if found is None:
         return

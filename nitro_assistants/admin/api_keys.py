@@ -18,7 +18,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from nitro_assistants.admin.options import refuse_nul
+from nitro_assistants.admin.options import refuse_bad_selection, refuse_nul
 from nitro_assistants.models import ApiKey
 from nitro_assistants.models.interactions import API_KEY_PREFIX
 from nitro_assistants.services import api_keys
@@ -60,6 +60,7 @@ class ApiKeyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         # A search or filter on a NUL would fail in the query (500), as on the app's other lists.
         if self.has_view_or_change_permission(request):
             refuse_nul(request)  # BadRequest: Django's 400
+            refuse_bad_selection(request, self.model)  # a ticked id that is no key: 400 too
         return super().changelist_view(request, extra_context)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:

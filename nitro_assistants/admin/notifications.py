@@ -7,9 +7,9 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
-from nitro_assistants.admin.options import ReadOnlyAdmin
+from nitro_assistants.admin.options import ReadOnlyAdmin, refuse_bad_selection
 from nitro_assistants.models import Notification, NotificationPreference
 
 
@@ -19,6 +19,13 @@ class NotificationPreferenceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     list_display = ["user", "enabled"]
     fields = ["enabled"]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if self.has_view_or_change_permission(request):
+            refuse_bad_selection(request, self.model)  # a ticked id that is no row: 400
+        return super().changelist_view(request, extra_context)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[NotificationPreference]:
         queryset: QuerySet[NotificationPreference] = super().get_queryset(request)

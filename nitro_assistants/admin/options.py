@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from django.contrib import admin
+from django.contrib.admin import helpers
 from django.core.exceptions import BadRequest, PermissionDenied, ValidationError
 from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
@@ -15,6 +16,8 @@ from django.utils.translation import gettext as _
 
 DECIDE_PERMISSION = "nitro_assistants.decide_review"
 M = TypeVar("M", bound=Model)
+#: The largest primary key (the app's are ``BigAutoField``s, as are most hosts' user tables).
+MAX_PK = 2**63 - 1
 
 
 def can_decide(request: HttpRequest) -> bool:
@@ -45,6 +48,25 @@ def refuse_nul(request: HttpRequest) -> None:
         raise BadRequest(_("A query parameter holds a NUL character."))
 
 
+def refuse_bad_selection(request: HttpRequest, model: type[Model]) -> None:
+    """400 for a bulk action POST whose ticked ids (``_selected_action``) are not all primary
+    keys: ``abc`` or ``1e3`` would fail in the query (a 500), and ``" 1"``, ``1_0`` or a number
+    past the largest key would quietly select something else or nothing. No row is touched: the
+    action is refused whole, rather than run on the ids that happen to parse."""
+    if request.method != "POST":
+        return
+    for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+        if not (value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_PK):
+            shown = value[:40].encode("unicode_escape").decode("ascii")
+            raise BadRequest(
+                _(
+                    "“%(value)s” is not the id of any %(name)s: nothing was done. Tick the rows "
+                    "on the list and try again."
+                )
+                % {"value": shown, "name": model._meta.verbose_name}
+            )
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """Machine-written records: no add, change or delete from the admin. A POST of an action
     the user may not run (deciding, syncing) answers 403, as every refused POST here does,
@@ -69,6 +91,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             raise PermissionDenied
         try:
             refuse_nul(request)
+            refuse_bad_selection(request, self.model)
             return super().changelist_view(request, extra_context)
         except BadRequest as exc:  # a filter value that names nothing: say which, as a 400
             return self.bad_request(request, str(exc))

@@ -22,6 +22,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from nitro_assistants import policies, rules
+from nitro_assistants.admin.forms import StorableJSONField
+from nitro_assistants.admin.options import refuse_bad_selection
 from nitro_assistants.models import Approval, Decision, Policy, Review, ReviewHandling
 from nitro_assistants.services.policies import approval_count, lapsed_approvals, waiting_for
 
@@ -32,7 +34,9 @@ DRY_RUN_DEFAULT, DRY_RUN_MAX = 200, 2000
 class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
     """Refuses a rule the matcher could not use, with the error on the field at fault."""
 
-    conditions = forms.JSONField(
+    # Storable: NaN, Infinity (or 1e999) in a condition's value is a field error, not a 500
+    # from jsonb.
+    conditions = StorableJSONField(
         required=False,
         initial=list,
         widget=forms.Textarea(attrs={"rows": 6, "cols": 80, "class": "vLargeTextField"}),
@@ -133,6 +137,13 @@ class PolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         (None, {"fields": ["version", "updated_at"]}),
     ]
     change_form_template = "admin/nitro_assistants/policy/change_form.html"
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if self.has_view_or_change_permission(request):
+            refuse_bad_selection(request, self.model)  # a ticked id that is no rule: 400
+        return super().changelist_view(request, extra_context)
 
     def changeform_view(
         self,

@@ -1,9 +1,24 @@
 """Who is calling the decide API: an API key (``Authorization: Bearer <key>``) or the Django
-session (CSRF-protected, as any form post is); and how often they may call it."""
+session (CSRF-protected, as any form post is); and how often they may call it.
+
+Two budgets, each counted per minute in Django's cache:
+
+- ``API_RATE_LIMIT`` requests per **user**: all of a user's keys and their session share one
+  budget, so creating more keys adds no capacity.
+- ``API_AUTH_FAILURE_LIMIT`` refused API keys per **client address** (``REMOTE_ADDR``): once an
+  address has had that many in the minute, every request from it that sends a key is answered
+  429 before the key is even looked at, the right key too. Letting a right key through would let
+  a guesser tell it from the wrong ones (200 against 429), and the limit would stop nothing. Only
+  that address waits (at most the rest of the minute): a key used from any other address works.
+  Behind a reverse proxy ``REMOTE_ADDR`` is the proxy's unless the host sets it from the
+  forwarded header it trusts (its proxy middleware); otherwise all clients share one budget.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.core.cache import cache
@@ -17,8 +32,14 @@ from nitro_assistants.models import ApiKey
 from nitro_assistants.models.interactions import API_KEY_PREFIX
 from nitro_assistants.validators import unstorable_reason
 
+logger = logging.getLogger("nitro_assistants.api")
+
 #: A key's ``last_used_at`` is written at most this often (seconds): not one UPDATE per call.
 LAST_USED_RESOLUTION = 60
+#: Both budgets are per minute: a window is ``int(clock() // WINDOW)``.
+WINDOW = 60
+#: The time the windows are counted in (the tests hold it still: no window turns mid-test).
+clock: Callable[[], float] = time.time
 
 
 def _unauthorized(message: str) -> ApiError:
@@ -69,12 +90,35 @@ def _enforce_csrf(request: HttpRequest) -> None:
         )
 
 
+def client_address(request: HttpRequest) -> str:
+    """The address failed authentications are counted by: ``REMOTE_ADDR``, as the host's
+    middleware leaves it (see the module's docstring about proxies)."""
+    return str(request.META.get("REMOTE_ADDR") or "unknown")
+
+
 def authenticate(request: HttpRequest) -> tuple[Any, str]:
-    """``(user, rate-limit identity)`` for the request; raises 401 (or 403 on a CSRF failure)."""
+    """``(user, rate-limit identity)`` for the request; raises 401 (or 403 on a CSRF failure,
+    429 when the client's address has had too many keys refused this minute). The identity is
+    the user's, whether they came with a key or their session: one budget per user."""
     header = request.headers.get("Authorization", "")
     if header:
-        key = key_from_header(header)
-        return key.user, f"key:{key.pk}"
+        address = client_address(request)
+        refuse_failing_address(address)
+        try:
+            key = key_from_header(header)
+        except ApiError as error:
+            limit = app_settings.API_AUTH_FAILURE_LIMIT
+            if error.status == 401 and limit > 0:
+                failures = _count("api-auth-failures", address)
+                if failures == limit:
+                    logger.warning(
+                        "Decide API: %d API keys refused from %s this minute; its key requests "
+                        "are answered 429 until the minute ends",
+                        failures,
+                        address,
+                    )
+            raise
+        return key.user, f"user:{key.user_id}"
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         _enforce_csrf(request)
@@ -82,28 +126,50 @@ def authenticate(request: HttpRequest) -> tuple[Any, str]:
     raise _unauthorized("Sign in, or send an API key as `Authorization: Bearer <key>`")
 
 
+def _cache_key(budget: str, who: str, now: float) -> str:
+    return f"nitro_assistants:{budget}:{who}:{int(now // WINDOW)}"
+
+
+def _count(budget: str, who: str) -> int:
+    """Count one more against ``who``'s ``budget`` this minute; the count so far."""
+    cache_key = _cache_key(budget, who, clock())
+    if cache.add(cache_key, 1, timeout=WINDOW + 30):
+        return 1
+    try:
+        return int(cache.incr(cache_key))
+    except ValueError:  # expired between add and incr
+        cache.add(cache_key, 1, timeout=WINDOW + 30)
+        return 1
+
+
+def _too_many(message: str) -> ApiError:
+    retry_after = max(1, int(WINDOW - clock() % WINDOW))
+    return ApiError(
+        429,
+        "rate_limit_exceeded",
+        f"{message}; retry in {retry_after}s",
+        retryable=True,
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+def refuse_failing_address(address: str) -> None:
+    """429 when ``address`` has had ``API_AUTH_FAILURE_LIMIT`` keys refused this minute.
+    Requests in flight at once are all checked before any of them is counted, so a burst may
+    pass the limit by as many as run at the same time; the next request is refused."""
+    limit = app_settings.API_AUTH_FAILURE_LIMIT
+    if limit <= 0:
+        return
+    failures = cache.get(_cache_key("api-auth-failures", address, clock())) or 0
+    if int(failures) >= limit:
+        raise _too_many(f"Too many refused API keys from your address: at most {limit} a minute")
+
+
 def throttle(identity: str) -> None:
-    """At most ``API_RATE_LIMIT`` requests per minute per identity; 429 beyond (retryable)."""
+    """At most ``API_RATE_LIMIT`` requests per minute per identity (per user: all their keys and
+    their session); 429 beyond (retryable)."""
     limit = app_settings.API_RATE_LIMIT
     if limit <= 0:
         return
-    now = time.time()
-    window = int(now // 60)
-    cache_key = f"nitro_assistants:api-rate:{identity}:{window}"
-    if cache.add(cache_key, 1, timeout=90):
-        count = 1
-    else:
-        try:
-            count = cache.incr(cache_key)
-        except ValueError:  # expired between add and incr
-            cache.add(cache_key, 1, timeout=90)
-            count = 1
-    if count > limit:
-        retry_after = max(1, int(60 - now % 60))
-        raise ApiError(
-            429,
-            "rate_limit_exceeded",
-            f"Too many requests: at most {limit} a minute per key; retry in {retry_after}s",
-            retryable=True,
-            headers={"Retry-After": str(retry_after)},
-        )
+    if _count("api-rate", identity) > limit:
+        raise _too_many(f"Too many requests: at most {limit} a minute per user")

@@ -34,7 +34,8 @@ ERRORS = {
     "already (`details.field`: `revision`, `digest` or `interrupt_id`).",
     "413": "The body is over 64 KiB.",
     "415": "The body is not `application/json`.",
-    "429": "Too many requests for this key (`retryable`: true; see `Retry-After`).",
+    "429": "Too many requests for this user, or too many refused API keys from this address "
+    "(`retryable`: true; see `Retry-After`).",
     "500": "An unexpected error (`internal_error`).",
     "503": "The decision is recorded, but the Assistants server cannot be reached: it will be "
     "delivered later (`assistant_decisions_unavailable`, `retryable`: true).",

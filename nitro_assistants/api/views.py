@@ -164,7 +164,9 @@ def _json_body(request: HttpRequest) -> Any:
         raise ApiError(400, "invalid_json", f"The body is not valid JSON: {exc}") from None
     found = find_unstorable(body)
     if found is not None:
-        # Valid JSON, but not text PostgreSQL can store (NUL, lone surrogates): say where.
+        # Parsed, but not what PostgreSQL can store (NUL, lone surrogates; NaN and Infinity,
+        # which Python's json reads though they are not JSON): say where. Found on the parsed
+        # body rather than refused by ``parse_constant``, which cannot tell where they were.
         field, reason = found
         raise ApiError(
             400,

@@ -11,7 +11,11 @@ the review's transaction committed, and any error in it is logged, not raised.
 
 Every item carries a signed link (:mod:`django.core.signing`, expiring after
 ``NOTIFY_LINK_MAX_AGE``) to the review screen; following it still goes through the admin's
-login and permission checks.
+login and permission checks. A link sent to a person (e-mail) is bound to them: their user's pk
+is in the signed payload, and the link opens nothing for anybody else (a forwarded or leaked
+mail is no way in). A link sent to a shared channel (a team's webhook) is bound to no user: it
+only opens the review screen, which asks whoever follows it to sign in, with the permissions
+they hold. Either way a link grants nothing the person following it does not already hold.
 """
 
 from __future__ import annotations
@@ -49,20 +53,41 @@ class NotificationError(NitroAssistantsError):
 # -- signed links ---------------------------------------------------------------------------------
 
 
-def link_token(review_pk: int, user_pk: int | None = None) -> str:
-    return signing.dumps({"r": review_pk, "u": user_pk}, salt=SALT, compress=True)
+def link_token(review_pk: int, user_pk: Any = None) -> str:
+    """The signed token of a link to review ``review_pk`` for the user ``user_pk`` (None: a
+    link for a shared channel, bound to nobody). The pk is signed as text, so a host's user model
+    with UUID keys signs as well as one with integers."""
+    recipient = None if user_pk is None else str(user_pk)
+    return signing.dumps({"r": review_pk, "u": recipient}, salt=SALT, compress=True)
 
 
-def review_from_token(token: str) -> int:
-    """The review pk a link names. Raises ``signing.SignatureExpired`` (older than
-    ``NOTIFY_LINK_MAX_AGE``) or ``signing.BadSignature`` (tampered, or not ours)."""
+def read_link(token: str) -> tuple[int, str | None]:
+    """``(review pk, recipient's user pk as text or None)`` of a link. Raises
+    ``signing.SignatureExpired`` (older than ``NOTIFY_LINK_MAX_AGE``) or ``signing.BadSignature``
+    (tampered, or not ours)."""
     data = signing.loads(token, salt=SALT, max_age=app_settings.NOTIFY_LINK_MAX_AGE)
     if not isinstance(data, dict) or not isinstance(data.get("r"), int):
         raise signing.BadSignature("not a review link")
-    return int(data["r"])
+    recipient = data.get("u")
+    if recipient is not None and not isinstance(recipient, int | str):
+        raise signing.BadSignature("not a review link")
+    return int(data["r"]), None if recipient is None else str(recipient)
 
 
-def review_link(review_pk: int, user_pk: int | None = None) -> str:
+def may_follow_link(user: Any, recipient: str | None) -> bool:
+    """Whether ``user`` (signed in) may follow a link sent to ``recipient``: anybody for a link
+    bound to nobody (the review screen checks their permissions), else only the recipient."""
+    return recipient is None or str(user.pk) == recipient
+
+
+def review_from_token(token: str) -> int:
+    """The review pk a link names (see :func:`read_link`)."""
+    return read_link(token)[0]
+
+
+def review_link(review_pk: int, user_pk: Any = None) -> str:
+    """The absolute URL of a link to review ``review_pk``, bound to the user ``user_pk`` (None:
+    to nobody, for a shared channel)."""
     path = reverse("nitro_assistants:review_link", args=[link_token(review_pk, user_pk)])
     return f"{app_settings.NOTIFY_BASE_URL}{path}"
 
@@ -326,7 +351,9 @@ __all__ = [
     "delivery_failed",
     "flush",
     "link_token",
+    "may_follow_link",
     "notify",
+    "read_link",
     "review_from_token",
     "review_link",
     "review_needs_people",

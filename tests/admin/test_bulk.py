@@ -208,3 +208,51 @@ def test_bulk_reject_across_every_page_of_the_filter(reviewer_client: Client) ->
     done = reviewer_client.post(QUEUE, {**data, "post": "yes", "reason": "Spam."}, follow=True)
     assert set(Decision.objects.values_list("review_id", flat=True)) == {r.pk for r in reviews}
     assert "3 reviews rejected." in texts(done)
+
+
+#: Ticked ids that are no primary key: not a number, a float, padded, underscored, a digit that
+#: is not ASCII, past the largest key, zero, negative, a NUL.
+NOT_IDS = ["abc", "1e3", " 1", "1 ", "1_0", "²", "99999999999999999999", "0", "-1", "\x00"]
+
+
+@pytest.mark.parametrize("bad", NOT_IDS)
+@pytest.mark.parametrize(
+    "posted",
+    [
+        {"action": "approve_selected"},  # the confirmation page
+        {"action": "approve_selected", "post": "yes"},
+        {"action": "reject_selected"},
+        {"action": "reject_selected", "post": "yes", "reason": "Not today"},
+        {"action": "export_audit_csv"},
+    ],
+    ids=["approve-confirm", "approve", "reject-ask", "reject", "export"],
+)
+def test_a_ticked_id_that_is_no_pk_is_a_400_and_decides_nothing(
+    reviewer_client: Client, posted: dict[str, str], bad: str
+) -> None:
+    good = make_tool_review()
+    response = reviewer_client.post(QUEUE, {**posted, "_selected_action": [str(good.pk), bad]})
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "is not the id of any review: nothing was done." in page
+    good.refresh_from_db()
+    assert good.status == Review.Status.PENDING
+    assert not Decision.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("path", "action"),
+    [
+        ("thread", "sync_selected"),
+        ("apikey", "revoke"),
+        ("policy", "delete_selected"),
+        ("notificationpreference", "delete_selected"),
+    ],
+)
+def test_a_ticked_id_that_is_no_pk_is_a_400_on_the_apps_other_lists(
+    superuser_client: Client, path: str, action: str
+) -> None:
+    response = superuser_client.post(
+        f"/admin/nitro_assistants/{path}/", {"action": action, "_selected_action": ["abc"]}
+    )
+    assert response.status_code == 400

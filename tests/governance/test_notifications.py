@@ -11,16 +11,17 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from celery import current_app
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, User
 from django.core import mail, signing
 from django.test import Client
 from django.utils import timezone
 
 from nitro_assistants import tasks
-from nitro_assistants.models import Notification, NotificationPreference, Policy
+from nitro_assistants.models import Decision, Notification, NotificationPreference, Policy
 from nitro_assistants.services import governance, notifications
 from tests.governance.conftest import mirrored, reviewer
 
@@ -134,8 +135,8 @@ def test_one_batched_message_per_reviewer_and_channel_with_working_links(
     assert len(links) == 2
     client = Client()
     anonymous = client.get(links[0])
-    assert anonymous.status_code == 302
-    assert client.get(anonymous["Location"]).status_code == 302  # the admin asks for a login
+    assert anonymous.status_code == 302  # a login first, then back through the link
+    assert anonymous["Location"] == f"/admin/login/?next={quote(links[0])}"
     client.force_login(alice)
     screen = client.get(links[0], follow=True)
     assert screen.status_code == 200
@@ -188,6 +189,86 @@ def test_a_reviewer_who_turned_them_off_is_not_told(
     assert set(Notification.objects.filter(channel="email").values_list("user", flat=True)) == {
         bob.pk
     }
+
+
+def links_in(message: Any) -> list[str]:
+    return re.findall(r"http://testserver(/nitro/review/[^/\s]+/)", message.body)
+
+
+def test_a_mailed_link_opens_the_review_for_its_recipient_only(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    channels: Receiver,
+    refund_rules: dict[str, Policy],
+    finance: Group,
+) -> None:
+    """Each reviewer's mail holds links bound to them: forwarded to (or leaked to) another
+    reviewer, who may decide the same review on their own, the link opens nothing for them."""
+    alice, bob = reviewer("alice", finance), reviewer("bob", finance)
+    for user in (alice, bob):
+        user.email = f"{user.username}@example.com"
+        user.save()
+    review = committed(django_capture_on_commit_callbacks, 300)
+    for user in (alice, bob):
+        tasks.send_notifications.apply(args=("email", user.pk)).get()
+    mails = {message.to[0]: links_in(message) for message in mail.outbox}
+    (to_alice,), (to_bob,) = mails["alice@example.com"], mails["bob@example.com"]
+    assert to_alice != to_bob
+    screen = f"/admin/nitro_assistants/review/{review.pk}/review/"
+
+    as_alice, as_bob = Client(), Client()
+    as_alice.force_login(alice)
+    as_bob.force_login(bob)
+    opened = as_alice.get(to_alice)
+    assert (opened.status_code, opened["Location"]) == (302, screen)
+    assert as_alice.get(screen).status_code == 200
+    assert as_bob.get(to_bob)["Location"] == screen
+
+    for client, link in ((as_bob, to_alice), (as_alice, to_bob)):
+        refused = client.get(link)
+        assert refused.status_code == 403
+        assert "sent to somebody else" in refused.content.decode()
+        assert "Location" not in refused
+    review.refresh_from_db()
+    assert review.status == "pending"
+    assert not Decision.objects.exists()
+
+
+def test_a_link_grants_nothing_its_follower_does_not_hold(
+    channels: Receiver, queued: list[Any]
+) -> None:
+    """The recipient's own link, once they may no longer look at reviews, leads to the review
+    screen's 403; a shared channel's link (bound to nobody) opens the screen for whoever signs
+    in, with their permissions."""
+    review = mirrored(80)
+    staff = User.objects.create_user("staff", password="pw", is_staff=True)  # no permission
+    client = Client()
+    client.force_login(staff)
+    own = notifications.review_link(review.pk, staff.pk).removeprefix("http://testserver")
+    assert client.get(own, follow=True).status_code == 403
+    shared = notifications.review_link(review.pk).removeprefix("http://testserver")
+    assert client.get(shared, follow=True).status_code == 403
+    alice = reviewer("alice")
+    client.force_login(alice)
+    assert client.get(shared, follow=True).status_code == 200
+    assert client.get(own).status_code == 403  # staff's link, followed by alice
+
+
+def test_a_tampered_or_rebound_link_is_refused(channels: Receiver, queued: list[Any]) -> None:
+    review = mirrored(80)
+    alice, bob = reviewer("alice"), reviewer("bob")
+    client = Client()
+    client.force_login(bob)
+    token = notifications.link_token(review.pk, alice.pk)
+    payload, _, signature = token.rpartition(":")
+    # The payload rewritten to name bob, with alice's signature: the signature no longer holds.
+    rebound = signing.dumps({"r": review.pk, "u": str(bob.pk)}, salt=notifications.SALT)
+    forged = f"{rebound.rpartition(':')[0]}:{signature}"
+    for bad in (forged, f"{payload}:{signature[:-2]}xx", token[:-1]):
+        assert client.get(f"/nitro/review/{bad}/").status_code == 400
+    not_a_user = signing.dumps({"r": review.pk, "u": [alice.pk]}, salt=notifications.SALT)
+    assert client.get(f"/nitro/review/{not_a_user}/").status_code == 400
+    assert client.get(f"/nitro/review/{token}/").status_code == 403  # whole, but alice's
 
 
 def test_signed_links_expire_and_refuse_tampering(

@@ -195,3 +195,18 @@ def test_plan_form_edit_of_a_number_field_is_a_number(
     assert response.status_code == 302, response.content.decode()[:3000]
     (decision,) = Decision.objects.all()
     assert decision.answer["edits"] == {"s1": {"minutes": 20, "urgent": True}}
+
+
+@pytest.mark.parametrize("typed", ["nan", "NaN", "inf", "-Infinity", "1e999"])
+def test_plan_form_refuses_a_number_field_that_is_not_finite(
+    admin_client: Client, interaction: Any, registered_operations: Any, typed: str
+) -> None:
+    """NaN and infinity are not JSON (and 1e999 reads as infinity): a form error, not a 500."""
+    fields = [{"name": "minutes", "label": "Minutes", "widget": "number", "required": True}]
+    review = interaction("plan", plan(step("s1", fields=fields, input={"minutes": 15})))
+    response = post(
+        admin_client, review, {"interaction-decision": "approve", "step-0-field__minutes": typed}
+    )
+    assert response.status_code == 400
+    assert "Enter a number." in response.content.decode()
+    assert not Decision.objects.exists()

@@ -235,7 +235,7 @@ def test_session_auth_needs_the_csrf_token_to_decide(
     assert response.json()["decision"]["decidedBy"] == "olivia"
 
 
-def test_rate_limit_is_per_key(api: Api, interaction: Any, stranger: Any, settings: Any) -> None:
+def test_rate_limit_is_per_user(api: Api, interaction: Any, stranger: Any, settings: Any) -> None:
     from django.core.cache import cache
 
     cache.clear()
