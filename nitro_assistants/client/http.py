@@ -113,16 +113,21 @@ def _nothing() -> None:
 # byte a second holds the caller (a worker, and the row lock it holds) for as long as it likes.
 # A watchdog thread shuts the socket of a request past its deadline down, which ends whatever
 # read is blocked on it (headers, body or event stream) at once.
+#
+# The socket is taken from the connection as the response is read: an answer that ends the
+# connection ("Connection: close", HTTP/1.0, a body that runs until the close) takes the socket
+# away from its connection (``connection.sock`` is None from then on) and keeps reading it.
 
 
 class Watch:
     """The deadline of one request; ``expired`` once the watchdog cut its connection."""
 
-    __slots__ = ("connection", "deadline", "done", "expired")
+    __slots__ = ("connection", "deadline", "done", "expired", "sock")
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
         self.connection: Any = None
+        self.sock: Any = None  # the socket the response is read from, once its headers come
         self.done = False
         self.expired = False
 
@@ -133,10 +138,12 @@ class Watch:
         if self.done:
             return
         self.expired = True
-        sock = getattr(self.connection, "sock", None)
-        if sock is not None:
-            with contextlib.suppress(OSError):  # closed already
-                sock.shutdown(socket.SHUT_RDWR)
+        # Both: the connection's socket while the request is sent (it may connect again first),
+        # the response's once an answer that ends the connection took it from the connection.
+        for sock in (getattr(self.connection, "sock", None), self.sock):
+            if sock is not None:
+                with contextlib.suppress(OSError):  # closed already
+                    sock.shutdown(socket.SHUT_RDWR)
 
 
 class _Watchdog:
@@ -192,9 +199,28 @@ if hasattr(os, "register_at_fork"):
 _current = threading.local()  # the Watch of the request this thread is sending
 
 
+def _watched_connection(connection_class: type[Any]) -> type[Any]:
+    class WatchedConnection(connection_class):  # type: ignore[misc]
+        """Hands the socket a response is read from to that request's watch, before reading it
+        (an answer that ends the connection takes the socket from the connection)."""
+
+        def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+            watch = getattr(_current, "watch", None)
+            if watch is not None:
+                watch.sock = self.sock
+                if watch.expired:  # expired while the request was sent on another socket
+                    watch.expire()
+            return super().getresponse(*args, **kwargs)
+
+    WatchedConnection.__name__ = f"Watched{connection_class.__name__}"
+    return WatchedConnection
+
+
 def _watched(pool_class: type[HTTPConnectionPool]) -> type[HTTPConnectionPool]:
     class Watched(pool_class):  # type: ignore[valid-type,misc]
         """Hands the connection a request is sent on to that request's watch."""
+
+        ConnectionCls = _watched_connection(pool_class.ConnectionCls)
 
         def _get_conn(self, timeout: float | None = None) -> Any:
             connection = super()._get_conn(timeout)
