@@ -176,6 +176,45 @@ def test_a_graph_error_echoing_the_key_is_redacted(serve):
     assert str(caught.value) == "AuthError: bad key [redacted]"
 
 
+def echo_key_as(shape):
+    """An error page that echoes the key the request carried, mangled as some servers do."""
+
+    def handler(conn, request):
+        for line in request.split(b"\r\n\r\n")[0].decode().split("\r\n")[1:]:
+            name, _, value = line.partition(":")
+            if name.lower() in ("authorization", "x-api-key"):
+                key = value.split()[-1]
+        body = json.dumps({"detail": f"Unknown API key {shape(key)}; see the docs"})
+        conn.sendall(answer("401 Unauthorized", body.encode()))
+
+    return handler
+
+
+@pytest.mark.parametrize("auth", ["bearer", "x-api-key"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param(lambda key: key[:12] + "...", id="truncated-prefix"),
+        pytest.param(lambda key: "..." + key[-12:], id="truncated-suffix"),
+        pytest.param(str.upper, id="upper-cased"),
+        pytest.param(
+            lambda key: "https://auth.test/keys?k=" + "".join(f"%{b:02x}" for b in key.encode()),
+            id="url-encoded",
+        ),
+    ],
+)
+def test_a_key_echoed_mangled_is_redacted(serve, auth, shape):
+    server = serve(echo_key_as(shape))
+    client = Assistants(server.url, KEY, auth=auth)
+    with pytest.raises(ThreadStateError) as caught:
+        client.thread_state(THREAD)
+    text = str(caught.value)
+    assert text.startswith("Unknown API key ") and text.endswith("; see the docs")
+    assert "[redacted]" in text
+    fragments = {KEY[i : i + 8].lower() for i in range(len(KEY) - 7)}
+    assert not any(text.lower()[i : i + 8] in fragments for i in range(len(text)))
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
