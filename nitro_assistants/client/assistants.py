@@ -869,6 +869,25 @@ class Assistants:
         else:
             stamp = reviewed_at or _now()
 
+        named_ids = [*([interrupt_id] if interrupt_id else []), *(answers or {})]
+        if (
+            shown is not None
+            and shown.kind in DIALECT_KINDS
+            and shown.error is None
+            and all(i in shown.interrupt_ids for i in named_ids)
+        ):
+            # An answer that does not fit the pause shown (not one of its options, say) is
+            # refused before any request; the state is still read below, for what is pending.
+            build_resume(
+                shown,
+                reply=reply,
+                tool_calls=tool_calls,
+                answer=answer,
+                reviewer_id=reviewer_id,
+                reviewed_at=stamp,
+                interrupt_id=interrupt_id,
+                answers=answers,
+            )
         pending: PendingReview | None
         if (
             shown is not None

@@ -46,20 +46,114 @@ _CREDENTIAL = re.compile(
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;}\]]+")
 
 
+#: A secret's fragment this long (or longer) is redacted wherever it shows, in any case: a key
+#: echoed back cut short ("sk-live-4f9a2c…"), only its end, or upper-cased. Eight characters of
+#: a random key are 2^32 (hex) to 2^47 (base62) values, so ordinary text matches one by chance
+#: next to never, and fewer than eight of a long key give away too little to matter. A secret
+#: shorter than this is redacted whole (in any case), never by its pieces.
+SECRET_FRAGMENT = 8
+#: Shorter secrets are not redacted at all: three characters would cut words up into nonsense.
+SECRET_MIN = 4
+_PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def _decoded(text: str) -> tuple[str, list[int]]:
+    """``text`` lower-cased with its %XX escapes decoded (a secret in a URL's query string),
+    and where each of its characters starts in ``text`` (one more: the end)."""
+    chars: list[str] = []
+    starts: list[int] = []
+    position = 0
+    for escape in _PERCENT.finditer(text):
+        for index in range(position, escape.start()):
+            chars.append(text[index])
+            starts.append(index)
+        chars.append(chr(int(escape.group(1), 16)))
+        starts.append(escape.start())
+        position = escape.end()
+    for index in range(position, len(text)):
+        chars.append(text[index])
+        starts.append(index)
+    starts.append(len(text))
+    return _lower("".join(chars)), starts
+
+
+def _lower(text: str) -> str:
+    """``text`` lower-cased character for character (``"İ".lower()`` is two characters: such a
+    character is kept as it is, so that positions in the result are positions in ``text``)."""
+    low = text.lower()
+    if len(low) == len(text):
+        return low
+    return "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+
+
+def _secret_spans(text: str, secrets: Iterable[str]) -> list[tuple[int, int]]:
+    """The spans of ``text`` (merged, in order) that hold a secret or a long enough piece of
+    one, matched case-insensitively in the text as it is and with its %XX escapes decoded."""
+    whole: set[str] = set()
+    pieces: set[str] = set()
+    for secret in secrets:
+        if not secret or len(secret) < SECRET_MIN:
+            continue
+        low = _lower(secret)
+        if len(low) < SECRET_FRAGMENT:
+            whole.add(low)
+        else:
+            pieces.update(
+                low[i : i + SECRET_FRAGMENT] for i in range(len(low) - SECRET_FRAGMENT + 1)
+            )
+    if not whole and not pieces:
+        return []
+    found: list[tuple[int, int]] = []
+    views: list[tuple[str, list[int] | None]] = [(_lower(text), None)]
+    if "%" in text:
+        views.append(_decoded(text))
+    for view, starts in views:
+        spans: list[tuple[int, int]] = []
+        if pieces:
+            size = SECRET_FRAGMENT
+            spans.extend(
+                (i, i + size) for i in range(len(view) - size + 1) if view[i : i + size] in pieces
+            )
+        for secret in whole:
+            at = view.find(secret)
+            while at != -1:
+                spans.append((at, at + len(secret)))
+                at = view.find(secret, at + 1)
+        if starts is not None:  # back to the text's own positions
+            spans = [(starts[a], starts[b]) for a, b in spans]
+        found.extend(spans)
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(found):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with every one of ``secrets`` and every credential header value replaced.
 
     A server or proxy error page that echoes the request's headers would otherwise carry the
-    API key into exception messages, and from there into the database, logs and signals.
+    API key into exception messages, and from there into the database, logs and signals. An
+    echo is not always exact: a secret is found in any case, percent-escaped (in a URL), and by
+    any ``SECRET_FRAGMENT`` characters of it in a row (a key cut short, or only its end); a
+    secret shorter than that only whole, and one shorter than ``SECRET_MIN`` not at all.
     """
-    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
+    spans = _secret_spans(text, secrets)
+    if spans:
+        kept, position = [], 0
+        for start, end in spans:
+            kept += [text[position:start], REDACTED]
+            position = end
+        text = "".join(kept) + text[position:]
     text = _CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
     return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
 
 
 def _sent_secrets(response: requests.Response) -> list[str]:
-    """The credentials the request of ``response`` carried (what an echo would give back)."""
+    """The credentials the request of ``response`` carried (what an echo would give back): the
+    token of an ``Authorization`` value, not its scheme (pieces of "Bearer " are no secret)."""
     headers = getattr(response.request, "headers", None) or {}
     found = []
     for name in ("Authorization", "x-api-key", "Proxy-Authorization"):
@@ -67,8 +161,8 @@ def _sent_secrets(response: requests.Response) -> list[str]:
         if isinstance(value, bytes):
             value = value.decode("latin-1")
         if value:
-            found.append(str(value))
-            found.extend(str(value).split()[1:])  # the token after "Bearer"
+            parts = str(value).split()
+            found.extend(parts[1:] if len(parts) > 1 else parts)  # the token after "Bearer"
     return found
 
 
@@ -113,16 +207,21 @@ def _nothing() -> None:
 # byte a second holds the caller (a worker, and the row lock it holds) for as long as it likes.
 # A watchdog thread shuts the socket of a request past its deadline down, which ends whatever
 # read is blocked on it (headers, body or event stream) at once.
+#
+# The socket is taken from the connection as the response is read: an answer that ends the
+# connection ("Connection: close", HTTP/1.0, a body that runs until the close) takes the socket
+# away from its connection (``connection.sock`` is None from then on) and keeps reading it.
 
 
 class Watch:
     """The deadline of one request; ``expired`` once the watchdog cut its connection."""
 
-    __slots__ = ("connection", "deadline", "done", "expired")
+    __slots__ = ("connection", "deadline", "done", "expired", "sock")
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
         self.connection: Any = None
+        self.sock: Any = None  # the socket the response is read from, once its headers come
         self.done = False
         self.expired = False
 
@@ -133,10 +232,12 @@ class Watch:
         if self.done:
             return
         self.expired = True
-        sock = getattr(self.connection, "sock", None)
-        if sock is not None:
-            with contextlib.suppress(OSError):  # closed already
-                sock.shutdown(socket.SHUT_RDWR)
+        # Both: the connection's socket while the request is sent (it may connect again first),
+        # the response's once an answer that ends the connection took it from the connection.
+        for sock in (getattr(self.connection, "sock", None), self.sock):
+            if sock is not None:
+                with contextlib.suppress(OSError):  # closed already
+                    sock.shutdown(socket.SHUT_RDWR)
 
 
 class _Watchdog:
@@ -192,9 +293,28 @@ if hasattr(os, "register_at_fork"):
 _current = threading.local()  # the Watch of the request this thread is sending
 
 
+def _watched_connection(connection_class: type[Any]) -> type[Any]:
+    class WatchedConnection(connection_class):  # type: ignore[misc]
+        """Hands the socket a response is read from to that request's watch, before reading it
+        (an answer that ends the connection takes the socket from the connection)."""
+
+        def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+            watch = getattr(_current, "watch", None)
+            if watch is not None:
+                watch.sock = self.sock
+                if watch.expired:  # expired while the request was sent on another socket
+                    watch.expire()
+            return super().getresponse(*args, **kwargs)
+
+    WatchedConnection.__name__ = f"Watched{connection_class.__name__}"
+    return WatchedConnection
+
+
 def _watched(pool_class: type[HTTPConnectionPool]) -> type[HTTPConnectionPool]:
     class Watched(pool_class):  # type: ignore[valid-type,misc]
         """Hands the connection a request is sent on to that request's watch."""
+
+        ConnectionCls = _watched_connection(pool_class.ConnectionCls)
 
         def _get_conn(self, timeout: float | None = None) -> Any:
             connection = super()._get_conn(timeout)

@@ -204,32 +204,100 @@ def inbox_response(pause: Pause, answer: Any) -> list[dict[str, Any]]:
     return [{"type": "edit", "args": {"action": action, "args": dict(args["args"])}}]
 
 
+#: The keys naming an option object's value, in the order read (``rules.option_values`` reads
+#: ``value``, then ``optionId``); an option with none of them is named by its ``label``.
+OPTION_KEYS = ("value", "id", "optionId")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON values: ``true`` is not ``1`` (Python's ``True == 1`` would let it pass)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, Mapping | list | tuple) or isinstance(b, Mapping | list | tuple):
+        return False
+    return bool(a == b)
+
+
+def option_value(option: Any) -> Any:
+    """What answers with ``option``: a string or number as it is; of an object, its ``value``
+    (else ``id``, else ``optionId``, else ``label``)."""
+    if isinstance(option, Mapping):
+        for key in (*OPTION_KEYS, "label"):
+            if option.get(key) is not None:
+                return option[key]
+    return option
+
+
+def option_answers(options: Iterable[Any]) -> list[Any]:
+    """Every answer ``options`` allow: each option as it is (the admin sends a chosen object
+    whole), and an object's value (what a caller of the API sends)."""
+    found: list[Any] = []
+    for option in options:
+        for candidate in (option, option_value(option)):
+            if not any(_same(candidate, known) for known in found):
+                found.append(candidate)
+    return found
+
+
+def _option_names(options: Iterable[Any]) -> str:
+    names = []
+    for option in options:
+        value = option_value(option)
+        name = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        label = option.get("label") if isinstance(option, Mapping) else None
+        names.append(f"{name} ({label})" if isinstance(label, str) and label != name else name)
+    return ", ".join(names)
+
+
+def _schema_problem(schema: dict[str, Any], answer: Any) -> str | None:
+    """Why ``answer`` does not fit the JSON Schema ``schema``, or None."""
+    try:
+        validator = jsonschema.validators.validator_for(schema)
+        validator.check_schema(schema)
+        error = jsonschema.exceptions.best_match(validator(schema).iter_errors(answer))
+    except jsonschema.exceptions.SchemaError as exc:
+        raise _fail(
+            f"The pause's response_schema is not a valid JSON Schema: {exc.message}"
+        ) from None
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"The answer does not fit the pause's response_schema{f' at {where}' if where else ''}: {error.message}"
+
+
 def interrupt_answer(pause: Pause, answer: Any) -> Any:
-    """``answer`` to a plain interrupt, checked: JSON, not null (the graph fails on it), and
-    valid against the pause's ``response_schema`` when it declares one."""
+    """``answer`` to a plain interrupt, checked: JSON, not null (the graph fails on it), one of
+    the pause's ``options`` when its value declares some, and valid against its
+    ``response_schema`` when it declares one.
+
+    Options bind the answer when they are answers: with a ``response_schema`` that none of them
+    fits (the schema asks for an object, say), the schema alone says what an answer is.
+    """
     if answer is None:
         raise _fail("An answer is needed: null resumes nothing (the graph fails on it)")
     try:
         json.dumps(answer, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise _fail(f"The answer is not JSON: {exc}") from None
-    if pause.response_schema is not None:
-        try:
-            validator = jsonschema.validators.validator_for(pause.response_schema)
-            validator.check_schema(pause.response_schema)
-            error = jsonschema.exceptions.best_match(
-                validator(pause.response_schema).iter_errors(answer)
-            )
-        except jsonschema.exceptions.SchemaError as exc:
-            raise _fail(
-                f"The pause's response_schema is not a valid JSON Schema: {exc.message}"
-            ) from None
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path)
-            raise _fail(
-                f"The answer does not fit the pause's response_schema"
-                f"{f' at {where}' if where else ''}: {error.message}"
-            )
+    schema = pause.response_schema
+    options = list(pause.options or [])
+    if schema is not None:  # options the schema refuses are not answers
+        options = [
+            o
+            for o in options
+            if any(_schema_problem(schema, a) is None for a in option_answers([o]))
+        ]
+    if options and not any(_same(answer, a) for a in option_answers(options)):
+        shown = json.dumps(answer, ensure_ascii=False)
+        raise _fail(
+            f"{shown[:200]} is not one of the pause's options; allowed: {_option_names(options)}"
+        )
+    if schema is not None and (problem := _schema_problem(schema, answer)) is not None:
+        raise _fail(problem)
     return answer
 
 

@@ -206,6 +206,28 @@ def test_null_and_non_json_answers_are_refused_before_sending(client: Assistants
     assert shown(client.under_review(thread_id)) == shown(result.review)
 
 
+def test_an_answer_outside_the_options_is_refused_before_sending(client: Assistants) -> None:
+    """interrupt({"question": "Which carrier?", "options": ["UPS", "DHL"]}) answered "FedEx"
+    (issue 34): refused with the options named, the graph never sees it; an option then works."""
+    thread_id, result = start(client, "plain_interrupt")
+    assert result.review is not None
+    second = answer(client, thread_id, "plain_interrupt", result.review.interrupt_id, True).review
+    assert second is not None
+    for pending in (None, second):  # read from the state, or the pause as shown
+        with pytest.raises(ThreadResumptionError, match="allowed: UPS, DHL"):
+            client.review(
+                thread_id,
+                "plain_interrupt",
+                "alice",
+                interrupt_id=second.interrupt_id,
+                answer="FedEx",
+                pending=pending,
+            )
+    assert shown(client.under_review(thread_id)) == shown(second)  # still pending, unanswered
+    done = answer(client, thread_id, "plain_interrupt", second.interrupt_id, "UPS")
+    assert done.reply == "approved=True carrier='UPS'"
+
+
 # -- parallel branches -------------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from nitro_assistants.client import Assistants, RunError, ThreadStateError
-from nitro_assistants.client.http import Transport, redact
+from nitro_assistants.client.http import Transport, TransportError, redact
 from tests.rawserver import RawServer, answer
 
 KEY = f"sk-live-{uuid.uuid4().hex}"
@@ -176,6 +176,45 @@ def test_a_graph_error_echoing_the_key_is_redacted(serve):
     assert str(caught.value) == "AuthError: bad key [redacted]"
 
 
+def echo_key_as(shape):
+    """An error page that echoes the key the request carried, mangled as some servers do."""
+
+    def handler(conn, request):
+        for line in request.split(b"\r\n\r\n")[0].decode().split("\r\n")[1:]:
+            name, _, value = line.partition(":")
+            if name.lower() in ("authorization", "x-api-key"):
+                key = value.split()[-1]
+        body = json.dumps({"detail": f"Unknown API key {shape(key)}; see the docs"})
+        conn.sendall(answer("401 Unauthorized", body.encode()))
+
+    return handler
+
+
+@pytest.mark.parametrize("auth", ["bearer", "x-api-key"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param(lambda key: key[:12] + "...", id="truncated-prefix"),
+        pytest.param(lambda key: "..." + key[-12:], id="truncated-suffix"),
+        pytest.param(str.upper, id="upper-cased"),
+        pytest.param(
+            lambda key: "https://auth.test/keys?k=" + "".join(f"%{b:02x}" for b in key.encode()),
+            id="url-encoded",
+        ),
+    ],
+)
+def test_a_key_echoed_mangled_is_redacted(serve, auth, shape):
+    server = serve(echo_key_as(shape))
+    client = Assistants(server.url, KEY, auth=auth)
+    with pytest.raises(ThreadStateError) as caught:
+        client.thread_state(THREAD)
+    text = str(caught.value)
+    assert text.startswith("Unknown API key ") and text.endswith("; see the docs")
+    assert "[redacted]" in text
+    fragments = {KEY[i : i + 8].lower() for i in range(len(KEY) - 7)}
+    assert not any(text.lower()[i : i + 8] in fragments for i in range(len(text)))
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -194,3 +233,89 @@ def test_redact_takes_credential_values_out(text, expected):
 def test_redact_takes_the_given_secrets_out_anywhere():
     assert redact(f"a{KEY}b {KEY}", [KEY]) == "a[redacted]b [redacted]"
     assert Transport("http://x.test", KEY).redact(f"the key {KEY}.") == "the key [redacted]."
+
+
+# -- issue 34: the deadline holds for every shape of answer ---------------------------------------
+#
+# A response that ends the connection ("Connection: close", HTTP/1.0, a body delimited by the
+# close) hands its socket from the connection to the response: the deadline must still reach it.
+
+_JSON = b"Content-Type: application/json\r\n"
+_SSE = b"Content-Type: text/event-stream\r\n"
+BODY_SHAPES = {
+    "content-length": b"HTTP/1.1 200 OK\r\n" + _JSON + b"Content-Length: 100000\r\n\r\n",
+    "content-length-close": (
+        b"HTTP/1.1 200 OK\r\n" + _JSON + b"Content-Length: 100000\r\nConnection: close\r\n\r\n"
+    ),
+    "chunked": b"HTTP/1.1 200 OK\r\n" + _JSON + b"Transfer-Encoding: chunked\r\n\r\n",
+    "chunked-close": (
+        b"HTTP/1.1 200 OK\r\n" + _JSON + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    ),
+    "until-close": b"HTTP/1.1 200 OK\r\n" + _JSON + b"Connection: close\r\n\r\n",
+    "http-1.0": b"HTTP/1.0 200 OK\r\n" + _JSON + b"\r\n",
+    "http-1.0-length": b"HTTP/1.0 200 OK\r\n" + _JSON + b"Content-Length: 100000\r\n\r\n",
+}
+STREAM_SHAPES = {
+    "sse-chunked": b"HTTP/1.1 200 OK\r\n" + _SSE + b"Transfer-Encoding: chunked\r\n\r\n",
+    "sse-chunked-close": (
+        b"HTTP/1.1 200 OK\r\n" + _SSE + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    ),
+    "sse-until-close": b"HTTP/1.1 200 OK\r\n" + _SSE + b"Connection: close\r\n\r\n",
+    "sse-http-1.0": b"HTTP/1.0 200 OK\r\n" + _SSE + b"\r\n",
+}
+TRICKLE_FOR = 30.0  # what the server would take; the deadline is 1 s
+EVERY = 0.25  # seconds between pieces: well within the 1 s read timeout, so it never fires
+BOUND = 10.0  # generous: the call must end well before the trickle would
+
+
+def trickle_shaped(head: bytes, piece: bytes, seconds: float = TRICKLE_FOR):
+    """Send ``head``, then ``piece`` every EVERY seconds (as one chunk when chunked)."""
+    if b"chunked" in head:
+        piece = f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+
+    def handler(conn, _):
+        conn.sendall(head)
+        stop = time.monotonic() + seconds
+        while time.monotonic() < stop:
+            conn.sendall(piece)
+            time.sleep(EVERY)
+
+    return handler
+
+
+@pytest.mark.parametrize("head", BODY_SHAPES.values(), ids=BODY_SHAPES.keys())
+def test_the_deadline_cuts_a_trickled_body_of_every_shape(serve, head):
+    server = serve(trickle_shaped(head, b" "))
+    client = Assistants(server.url, KEY, timeout=1.0, retries=0)
+    started = time.monotonic()
+    with pytest.raises(ThreadStateError, match="longer than 1 s in all") as caught:
+        client.thread_state(THREAD)
+    assert time.monotonic() - started < BOUND
+    assert caught.value.transient
+
+
+@pytest.mark.parametrize("head", STREAM_SHAPES.values(), ids=STREAM_SHAPES.keys())
+def test_the_deadline_cuts_a_trickled_event_stream_of_every_shape(serve, head):
+    server = serve(trickle_shaped(head, b": \n"))  # SSE comments
+    client = Assistants(server.url, KEY, timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(RunError, match=r"event stream broke off.*deadline") as caught:
+        list(client.stream(THREAD, "agent", [{"role": "user", "content": "hi"}], known_thread=True))
+    assert time.monotonic() - started < BOUND
+    assert caught.value.transient
+
+
+def test_the_deadline_cuts_a_trickled_body_read_through_the_transport(serve):
+    """The transport on its own (a streamed request read by its caller), on a close-delimited
+    HTTP/1.0 answer: its chunks end with a TransportError at the deadline."""
+    server = serve(trickle_shaped(BODY_SHAPES["http-1.0"], b"x"))
+    transport = Transport(server.url, KEY, timeout=1.0, retries=0)
+    started = time.monotonic()
+    response = transport.request("GET", "/slow", stream=True)
+    try:
+        with pytest.raises(TransportError, match="deadline"):
+            for _ in transport.chunks(response):
+                pass
+    finally:
+        response.close()
+    assert time.monotonic() - started < BOUND

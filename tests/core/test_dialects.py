@@ -146,6 +146,27 @@ def test_parallel_pauses_are_answered_in_part_then_the_rest(
     assert done.run is not None and done.run.reply == "left='yes' right={'size': 'S'}"
 
 
+def test_an_answer_outside_the_options_is_refused_and_nothing_recorded(
+    server_settings: Any, enqueued: list[Any], django_capture_on_commit_callbacks: Any
+) -> None:
+    """Issue 34: "FedEx" to interrupt({"question": ..., "options": ["UPS", "DHL"]}) reached
+    the graph. It is refused by services.decide, naming the options, with nothing stored."""
+    run = run_now("plain_interrupt", "hi", django_capture_on_commit_callbacks)
+    decide_and_apply(pending(run.thread), {"answer": True}, django_capture_on_commit_callbacks)
+    review = pending(run.thread)
+    assert review.payload["pauses"][0]["options"] == ["UPS", "DHL"]
+    events = Event.objects.count()
+    with pytest.raises(InteractionDecisionError, match="allowed: UPS, DHL") as caught:
+        services.decide(review, None, {"answer": "FedEx"})
+    assert caught.value.field == "answer"
+    assert not Decision.objects.filter(review=review).exists()
+    assert Event.objects.count() == events
+    review.refresh_from_db()
+    assert review.status == "pending"
+    done = decide_and_apply(review, {"answer": "DHL"}, django_capture_on_commit_callbacks)
+    assert done.run is not None and done.run.reply == "approved=True carrier='DHL'"
+
+
 def test_a_response_schema_answer_is_checked_before_it_is_stored(
     server_settings: Any, enqueued: list[Any], django_capture_on_commit_callbacks: Any
 ) -> None:

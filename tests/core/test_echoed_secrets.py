@@ -17,6 +17,7 @@ from django.test import Client
 
 from nitro_assistants import services, tasks
 from nitro_assistants.models import Decision, Event, Run
+from nitro_assistants.services.errors import clean_error, traceback_text
 from tests.core.conftest import sent
 from tests.factories import ReviewFactory
 from tests.rawserver import RawServer, answer
@@ -132,3 +133,92 @@ def test_an_echoed_key_in_a_failed_resume_is_redacted_everywhere(
     assert API_KEY not in decision.error and "[redacted]" in decision.error
     assert decision.run is not None
     assert_nowhere(decision.run, signal_log, every_log)
+
+
+# -- issue 34: a key echoed back inexactly ------------------------------------------------------
+
+WEBHOOK_SECRET = f"whsec-{uuid.uuid4().hex}"
+
+
+def mangled(key: str) -> dict[str, str]:
+    """How a server or proxy echoes a key it shortens, shouts or puts in a URL."""
+    return {
+        "prefix": f"{key[:12]}...",
+        "suffix": f"...{key[-12:]}",
+        "upper": key.upper(),
+        "url": "https://auth.test/keys?k=" + "".join(f"%{b:02X}" for b in key.encode()),
+    }
+
+
+def leaked(text: str, secret: str = API_KEY) -> list[str]:
+    """The pieces of ``secret`` (8 characters in a row, any case) found in ``text``."""
+    low, secret = text.lower(), secret.lower()
+    return [secret[i : i + 8] for i in range(len(secret) - 7) if secret[i : i + 8] in low]
+
+
+def echo_mangled(conn: Any, request: bytes) -> None:
+    key = API_KEY if API_KEY.encode() in request else "(no key)"
+    shapes = "\n".join(f"{name}: {shown}" for name, shown in mangled(key).items())
+    page = f"<html><h1>502 upstream failed</h1><pre>Key not recognised:\n{shapes}</pre></html>"
+    conn.sendall(answer("500 Internal Server Error", page.encode(), "text/html"))
+
+
+@pytest.fixture
+def secrets_configured(settings: Any) -> None:
+    config = settings.NITRO_ASSISTANTS
+    settings.NITRO_ASSISTANTS = {
+        **config,
+        "WEBHOOK_SECRET": WEBHOOK_SECRET,
+        "DEFINITIONS": {k: {**d, "api_key": API_KEY} for k, d in config["DEFINITIONS"].items()},
+    }
+
+
+@pytest.mark.parametrize("shape", ["prefix", "suffix", "upper", "url"])
+@pytest.mark.parametrize("secret", [API_KEY, WEBHOOK_SECRET], ids=["api_key", "webhook"])
+def test_clean_error_redacts_a_secret_echoed_inexactly(
+    secrets_configured: None, shape: str, secret: str
+) -> None:
+    text = f"upstream said: {mangled(secret)[shape]} (HTTP 401)"
+    cleaned = clean_error(text)
+    assert cleaned.startswith("upstream said: ") and cleaned.endswith(" (HTTP 401)")
+    assert "[redacted]" in cleaned
+    assert leaked(cleaned, secret) == []
+
+
+def test_traceback_text_redacts_a_secret_echoed_inexactly(secrets_configured: None) -> None:
+    try:
+        raise RuntimeError("; ".join(mangled(API_KEY).values()))
+    except RuntimeError as exc:
+        text = traceback_text(exc)
+    assert "RuntimeError" in text and "[redacted]" in text
+    assert leaked(text) == []
+
+
+def test_a_key_echoed_inexactly_in_a_failed_run_is_redacted_everywhere(
+    settings: Any,
+    signal_log: list[Any],
+    every_log: pytest.LogCaptureFixture,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    server = RawServer(echo_mangled)
+    config = settings.NITRO_ASSISTANTS
+    settings.NITRO_ASSISTANTS = {
+        **config,
+        "BASE_URL": server.url,
+        "DEFINITIONS": {k: {**d, "api_key": API_KEY} for k, d in config["DEFINITIONS"].items()},
+    }
+    try:
+        run = services.start_run("walkthrough", "hi")
+        with django_capture_on_commit_callbacks(execute=True):
+            assert tasks.run_thread.apply(args=(str(run.pk),)).get() == "failed"
+    finally:
+        server.stop()
+    run.refresh_from_db()
+    assert "Key not recognised" in run.error and "[redacted]" in run.error
+    assert leaked(run.error) == []
+    for event in Event.objects.filter(thread=run.thread):
+        assert leaked(json.dumps(event.data)) == [], event.verb
+    (failed,) = sent(signal_log, "run_failed")
+    assert leaked(repr(failed)) == []
+    for record in every_log.records:
+        assert leaked(logging.Formatter().format(record)) == [], record.name

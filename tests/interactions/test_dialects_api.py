@@ -84,3 +84,30 @@ def test_parallel_pauses_answered_together_and_dismiss_through_the_api(
         dismissed = bot.post(f"reviews/{pending.pk}/dismiss", {})
     assert dismissed.status_code == 200 and dismissed.json()["status"] == "dismissed"
     assert_error(bot.post(f"reviews/{pending.pk}/dismiss", {}), 409, "conflict")
+
+
+def test_an_answer_outside_the_options_is_a_400_on_answer_and_nothing_recorded(
+    real: Any, bot: Caller, enqueued: list[Any], django_capture_on_commit_callbacks: Any
+) -> None:
+    """Issue 34: an answer that is not one of the pause's options never reaches the graph."""
+    run = run_now("plain_interrupt", "hi", django_capture_on_commit_callbacks)
+    first = Review.objects.get(thread=run.thread, status="pending")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert bot.decide(first, {"answer": True}).status_code == 200
+    with django_capture_on_commit_callbacks(execute=True):
+        services.execute_resume(Decision.objects.get(review=first).pk)
+    review = Review.objects.get(thread=run.thread, status="pending")
+    (pause,) = bot.get(f"reviews/{review.pk}").json()["pauses"]
+    assert pause["options"] == ["UPS", "DHL"]
+
+    refused = bot.decide(review, {"answer": "FedEx"})
+    body = assert_error(refused, 400, "invalid_json", field="answer")
+    assert "allowed: UPS, DHL" in body["message"]
+    assert not Decision.objects.filter(review=review).exists()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        answered = bot.decide(review, {"answer": "UPS"})
+    assert answered.status_code == 200, answered.content
+    with django_capture_on_commit_callbacks(execute=True):
+        services.execute_resume(Decision.objects.get(review=review).pk)
+    assert Decision.objects.get(review=review).run.reply == "approved=True carrier='UPS'"
