@@ -331,3 +331,28 @@ def test_an_approval_by_someone_whose_permission_was_revoked_no_longer_counts(
     assert [(a.user.username, why) for a, why in lapsed_approvals(review)] == [
         ("alice", "may no longer decide")
     ]
+
+
+def test_bulk_actions_ask_the_rules_group_per_review(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    finance_only, anyones = mirrored(300), mirrored(80)
+    carol = reviewer("carol")
+    client = Client()
+    client.force_login(carol)
+    for action, extra in (("approve_selected", {}), ("reject_selected", {"reason": "no"})):
+        client.post(
+            "/admin/nitro_assistants/review/",
+            {
+                "action": action,
+                "_selected_action": [finance_only.pk, anyones.pk],
+                "post": "yes",
+                **extra,
+            },
+            follow=True,
+        )
+        assert not Decision.objects.filter(review=finance_only).exists()
+    # The review no rule holds was decided by the first action; the Finance one by neither.
+    assert Decision.objects.filter(review=anyones).count() == 1
+    finance_only.refresh_from_db()
+    assert finance_only.status == "pending"
