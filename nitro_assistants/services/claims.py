@@ -166,9 +166,12 @@ def _insert_claim(claim: Claim) -> Claim | None:
     """Insert ``claim`` unless its review has one (``ON CONFLICT DO NOTHING``: one statement,
     no savepoint to recover from a lost race); the claim saved, or None when there was one.
     While a host's receiver watches claims (:func:`.writes.watched`), ``save()`` in a savepoint
-    instead, which sends them the claim."""
+    instead, which sends them the claim (asked first whether the review has one: their
+    ``pre_save`` is not sent for a claim that is not written, but in a lost race)."""
     claim.changed_at = claim.claimed_at
     if writes.watched(Claim):
+        if Claim.objects.filter(review_id=claim.review_id).exists():
+            return None
         try:
             with transaction.atomic():
                 claim.save(force_insert=True)

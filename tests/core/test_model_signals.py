@@ -19,11 +19,12 @@ from django.db.models import Model
 from django.db.models.signals import post_save, pre_save
 
 from nitro_assistants import services
-from nitro_assistants.models import Decision, Event, Policy, Review
+from nitro_assistants.models import Claim, Decision, Event, Policy, Review
 from nitro_assistants.services import chain, claims
 from nitro_assistants.services.policies import ruleset
 from nitro_assistants.testing import FakeAssistant, run_result
 from tests.core.conftest import tool_review
+from tests.factories import ReviewFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -161,3 +162,32 @@ def test_a_host_receiver_sees_every_row_of_the_governed_flow(
         model == "Event" for saved in EXPECTED.values() for model, _, _ in saved
     )
     assert chain.verify().ok
+
+
+def test_a_claimed_review_is_claimed_again_taken_over_and_released_with_its_saves(
+    saves: Saves,
+) -> None:
+    """A second reviewer gets the first one's live claim (nothing saved), takes it over (one
+    update), and a release is an ``update()`` (nothing sent, docs/django.md): the same on every
+    database, the insert's race handled by ``save()`` in a savepoint while claims are watched."""
+    review = ReviewFactory()
+    first = get_user_model().objects.create_user("first")
+    second = get_user_model().objects.create_user("second")
+    saves.take()
+
+    assert claims.claim_review(review, first).user_id == first.pk
+    assert saves.take() == [("Claim", True, None), ("Event", True, None)]
+    assert claims.claim_review(review, second).user_id == first.pk
+    assert saves.take() == []
+    assert claims.claim_review(review, second, take_over=True).user_id == second.pk
+    assert saves.take() == [
+        ("Claim", False, frozenset({"user", "claimed_at", "expires_at", "changed_at"})),
+        ("Event", True, None),
+    ]
+    assert claims.release_claim(review, second)
+    assert saves.take() == []
+    assert Claim.objects.count() == 1
+    assert list(Event.objects.order_by("seq").values_list("verb", flat=True)) == [
+        "review_claimed",
+        "review_taken_over",
+    ]
