@@ -100,6 +100,8 @@ def append(events: list[Event], held: list[writes.Write] | None = None) -> list[
         return events
     held = list(held or [])
     db = router.db_for_write(Event)
+    # A host's receivers see each event as save() would send it (before it is hashed).
+    writes.saving(events, db)
     groups: dict[str, list[Event]] = {}
     for event in events:
         groups.setdefault(chain_of(event), []).append(event)
@@ -111,6 +113,7 @@ def append(events: list[Event], held: list[writes.Write] | None = None) -> list[
             held = []  # sent by that statement either way
             if linked:
                 _changed(events, db)
+                writes.saved(events, db)
                 return events
     if not (postgresql and len(groups) == 1):
         writes.send(db, held)  # before the heads' locks, as each write was
@@ -130,6 +133,7 @@ def append(events: list[Event], held: list[writes.Write] | None = None) -> list[
             heads[key] = (seq, prev)
         _insert(db, events, heads, created, held)
         _changed(events, db)
+        writes.saved(events, db)
     for key in created:  # from now on the head exists: later appends read it
         thread = groups[key][0].thread
         if thread is not None:
@@ -156,7 +160,8 @@ def append_gated(events: list[Event], gate: Gate, held: list[writes.Write] | Non
     ``events`` appended and the ``held`` row writes made (:mod:`.writes`), in one statement
     (atomic without a transaction). False when nothing was written: the gate did not write (or
     wrote, for a chain without a head: the caller's gate should write only when the head
-    exists)."""
+    exists). It sends no model signal: callers take it only while no receiver watches the
+    events or the gate's rows (:func:`.writes.watched`), and :func:`append` otherwise."""
     db = router.db_for_write(Event)
     key = chain_of(events[0])
     assert all(chain_of(e) == key for e in events) and not _is_new(events)
@@ -337,7 +342,8 @@ def insert_thread(thread: Thread, rows: list[Any], events: list[Event]) -> None:
     """PostgreSQL: insert a new ``thread``, ``rows`` of it (instances whose only unknown is the
     thread's id: its first run) and its first ``events``, which start its chain, in one
     statement (atomic without a transaction). Each row's and event's ``thread_id`` is the id
-    the thread's INSERT returns."""
+    the thread's INSERT returns. It sends no model signal: the caller takes it only while no
+    receiver watches these models (:func:`.writes.watched`)."""
     db = router.db_for_write(Thread)
     connection = connections[db]
     qn = connection.ops.quote_name

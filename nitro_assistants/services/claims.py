@@ -16,15 +16,15 @@ import logging
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, Group
-from django.db import connections, router, transaction
+from django.db import IntegrityError, connections, router, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import ConfigurationError, UsageError
-from nitro_assistants.models import Assignment, AuditChain, Claim, Review
-from nitro_assistants.services import chain, changes, rows
+from nitro_assistants.models import Assignment, AuditChain, Claim, Event, Review
+from nitro_assistants.services import chain, changes, rows, writes
 from nitro_assistants.services.audit import build_event, record_event
 from nitro_assistants.services.interactions import username
 from nitro_assistants.services.reviews import decidable_by
@@ -53,7 +53,9 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
             review=review, user=user, claimed_at=now, expires_at=now
         )
     claim = Claim(review=review, user=user, claimed_at=now, expires_at=until)
-    if connections[router.db_for_write(Claim)].vendor == "postgresql":
+    if connections[router.db_for_write(Claim)].vendor == "postgresql" and not (
+        writes.watched(Claim) or writes.watched(Event)
+    ):
         # The first claim and its event: one statement, no transaction. A claim already there
         # (a renewal, a take-over) is left to the statements below.
         first = _claimed_with_event(claim)
@@ -162,8 +164,20 @@ def _claimed_with_event(claim: Claim) -> Claim | None:
 
 def _insert_claim(claim: Claim) -> Claim | None:
     """Insert ``claim`` unless its review has one (``ON CONFLICT DO NOTHING``: one statement,
-    no savepoint to recover from a lost race); the claim saved, or None when there was one."""
+    no savepoint to recover from a lost race); the claim saved, or None when there was one.
+    While a host's receiver watches claims (:func:`.writes.watched`), ``save()`` in a savepoint
+    instead, which sends them the claim (asked first whether the review has one: their
+    ``pre_save`` is not sent for a claim that is not written, but in a lost race)."""
     claim.changed_at = claim.claimed_at
+    if writes.watched(Claim):
+        if Claim.objects.filter(review_id=claim.review_id).exists():
+            return None
+        try:
+            with transaction.atomic():
+                claim.save(force_insert=True)
+        except IntegrityError:  # the review has one
+            return None
+        return claim
     connection = connections[router.db_for_write(Claim)]
     qn = connection.ops.quote_name
     fields = [f for f in Claim._meta.concrete_fields if not f.primary_key]

@@ -73,7 +73,12 @@ def start_run(
     if metadata is not None and not isinstance(metadata, dict):
         raise RunError("A thread's metadata is a dict.")
     changed: list[str] = []
-    if isinstance(thread, str) and connections[router.db_for_write(Thread)].vendor == "postgresql":
+    if (
+        isinstance(thread, str)
+        and connections[router.db_for_write(Thread)].vendor == "postgresql"
+        # A host's save receivers see the thread and the run saved as on every database.
+        and not any(writes.watched(model) for model in (Thread, Run, Event))
+    ):
         return _start_new_thread(thread, payload, context, user, metadata)
     with transaction.atomic(), events_batched():
         if isinstance(thread, str):
@@ -299,7 +304,8 @@ def _counted_attempt(pk: Any) -> Run | None:
         "started_at": (f"COALESCE({qn('started_at')}, %s)", [now]),
     }
     where = (f" AND {qn('status')} NOT IN ({finished})", [str(s) for s in Run.FINISHED])
-    if connection.vendor != "postgresql":
+    # While a host's receiver watches events, ``run_started`` is appended as elsewhere (it sends it).
+    if connection.vendor != "postgresql" or writes.watched(Event):
         run: Run | None = _returning(Run, values, pk, where=where)
         if run is not None:
             run.thread = _returning(Thread, {"status": Thread.Status.BUSY}, run.thread_id)

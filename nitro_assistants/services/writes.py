@@ -16,8 +16,11 @@ locked (the head's read depends on them), the order the writes had before: a thr
 always locked before its chain's head.
 
 Elsewhere (SQLite, outside a transaction, outside a batch) each write is sent at once, as
-``Model.save(update_fields=...)`` and ``Model.save(force_insert=True)`` would. Queued writes send
-no ``pre_save``/``post_save`` signal; the package connects none to its models.
+``Model.save(update_fields=...)`` and ``Model.save(force_insert=True)``. A model a
+``pre_save``/``post_save`` receiver is connected to (a host's history, audit log or search
+index: :func:`watched`) is never queued either: its rows are saved at once, by ``save()``, on
+every database, so the receivers see each row with the ``created`` and ``update_fields`` the
+same call has on SQLite. The queue is the fast path of models nobody listens to.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any, TypeVar
 
 from django.db import DatabaseError, connections, router
 from django.db.models import Model
+from django.db.models.signals import post_save, pre_save
 
 from nitro_assistants.exceptions import UsageError
 from nitro_assistants.services.rows import cast
@@ -64,6 +68,36 @@ class Queue:
         writes = list(self.writes.values())
         self.writes.clear()
         return writes
+
+
+def watched(model: type[Model]) -> bool:
+    """True when a ``pre_save`` or ``post_save`` receiver is connected for ``model`` (a host's):
+    its rows are then written by ``save()``, which sends them, never by a statement of ours."""
+    return pre_save.has_listeners(model) or post_save.has_listeners(model)
+
+
+def saving(instances: list[M], db: str) -> None:
+    """``pre_save`` of new rows that a statement of ours inserts (the audit chain's events), as
+    ``save(force_insert=True)`` sends it: before their values are read for the insert."""
+    if instances and watched(type(instances[0])):
+        for instance in instances:
+            pre_save.send(
+                sender=type(instance), instance=instance, raw=False, using=db, update_fields=None
+            )
+
+
+def saved(instances: list[M], db: str) -> None:
+    """``post_save`` (``created=True``) of the rows :func:`saving` announced, once inserted."""
+    if instances and watched(type(instances[0])):
+        for instance in instances:
+            post_save.send(
+                sender=type(instance),
+                instance=instance,
+                created=True,
+                update_fields=None,
+                raw=False,
+                using=db,
+            )
 
 
 def _queue_for(db: str) -> Queue | None:
@@ -143,7 +177,7 @@ def save(instance: Model, fields: list[str]) -> None:
     model = type(instance)
     db = router.db_for_write(model, instance=instance)
     queue = _queue_for(db)
-    if queue is None:
+    if queue is None or watched(model):
         instance.save(update_fields=fields)
         return
     prepare = getattr(instance, "prepare_save", None)
@@ -164,7 +198,7 @@ def insert(instance: M) -> M:
     model = type(instance)
     db = router.db_for_write(model, instance=instance)
     queue = _queue_for(db)
-    if queue is None or instance.pk is None:
+    if queue is None or instance.pk is None or watched(model):
         instance.save(force_insert=True)
         return instance
     prepare = getattr(instance, "prepare_save", None)
