@@ -185,6 +185,38 @@ def test_env_example_lists_every_variable_the_site_reads() -> None:
     assert read <= listed, f"missing from .env.example: {sorted(read - listed)}"
 
 
+def notify_base_url(**variables: str) -> str:
+    """The example site's NOTIFY_BASE_URL, its settings read in a fresh process from ``variables``
+    (set, even blank, so that a developer's .env does not decide it)."""
+    env = {k: v for k, v in os.environ.items() if k not in DEMO_VARIABLES}
+    env.update(variables)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import reviewsite.settings as s; print(s.NITRO_ASSISTANTS['NOTIFY_BASE_URL'])",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_notifications_links_follow_the_port_the_demo_serves_on() -> None:
+    # scripts/demo.sh serves on WEB_PORT (or a free port when it is taken) and exports it.
+    assert notify_base_url(WEB_PORT="8123", NOTIFY_BASE_URL="") == "http://127.0.0.1:8123"
+    assert notify_base_url(WEB_PORT="8000", NOTIFY_BASE_URL="") == "http://127.0.0.1:8000"
+    named = notify_base_url(WEB_PORT="8123", NOTIFY_BASE_URL="https://review.example.com")
+    assert named == "https://review.example.com"
+    demo = (ROOT / "scripts" / "demo.sh").read_text()
+    assert demo.index("export WEB_PORT") < demo.index("manage.py seed_demo")
+
+
 @pytest.mark.parametrize("name", ["delivery_failed", "delivery_pending"])
 def test_example_receivers_are_connected(name: str) -> None:
     from nitro_assistants import signals
