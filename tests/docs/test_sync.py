@@ -379,3 +379,26 @@ def test_links_between_the_docs_resolve() -> None:
             elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
                 broken.append(f"{rel(path)}: {target} (no such heading)")
     assert not broken, f"Links that lead nowhere: {broken}"
+
+
+# -- the API's error codes ------------------------------------------------------------------------
+
+
+def raised_codes() -> set[str]:
+    """The codes the API's views answer with (``ApiError(status, "code", ...)``)."""
+    source = "\n".join(p.read_text() for p in (PACKAGE / "api").glob("*.py"))
+    return set(re.findall(r'ApiError\(\s*\d+,\s*"(\w+)"', source))
+
+
+def test_the_error_table_lists_every_code_the_api_answers_with() -> None:
+    from nitro_assistants.api.errors import CODES
+
+    documented = {
+        names[0] for row in table_rows(section(API, "Errors")) if (names := code_names(row[1]))
+    }
+    raised = raised_codes()
+    assert {"invalid_json", "invalid_query", "conflict"} <= raised, raised
+    missing = sorted(raised - documented)
+    assert not missing, f"{rel(API)} 'Errors' does not list the codes {missing}: add a row each"
+    unknown = sorted(documented - set(CODES))
+    assert not unknown, f"{rel(API)} 'Errors' lists codes the API does not have: {unknown}"
