@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from typing import Any
 
 import pytest
@@ -235,3 +236,12 @@ def test_the_screen_says_why_a_reviewer_outside_the_group_cannot_decide(
     assert response.status_code == 403
     assert "Only members of Finance may decide this review" in response.content.decode()
     assert not Approval.objects.exists()
+
+
+def test_the_first_submit_button_of_the_rule_form_saves(editor: Client) -> None:
+    # Enter in a field presses the form's first submit button; the Dry run's comes before the
+    # Save row on the page, so a Save goes first (issue 40, item 17).
+    page = editor.get(ADD).content.decode()
+    form = page[page.index('id="policy_form"') :]
+    buttons = re.findall(r'<input type="submit"[^>]* name="(\w+)"', form)
+    assert buttons[0] == "_save" and "_dry_run" in buttons, buttons

@@ -1,0 +1,75 @@
+"""The policy rule form in a real browser (Playwright driving Debian's chromium, as
+tests/admin/test_browser.py): Enter in a field saves the rule; the Dry run button, first on the
+page, runs only when clicked."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from nitro_assistants.models import Policy
+from tests.admin.test_browser import CHROMIUM, browser, shot, static_root
+
+__all__ = ["browser", "static_root"]
+
+pytest.importorskip("playwright.sync_api")
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
+]
+
+ADD = "/admin/nitro_assistants/policy/add/"
+
+
+@pytest.fixture
+def page(browser: Any, live_server: Any, static_root: Path) -> Iterator[Any]:
+    """A superuser, logged in, in a window 1280 px wide."""
+    User.objects.create_superuser("ruler", "ruler@example.com", "pw")
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(f"{live_server.url}/admin/login/?next={ADD}")
+    page.fill("#id_username", "ruler")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"**{ADD}")
+    yield page
+    context.close()
+
+
+def fill_rule(page: Any, name: str) -> None:
+    page.fill("#id_name", name)
+    page.fill("#id_tool", "refund_*")
+    page.fill("#id_conditions", '[{"path": "amount", "op": "gt", "value": 100}]')
+    page.fill("#id_approvals", "2")
+
+
+def test_enter_in_a_field_of_the_rule_form_saves_the_rule(page: Any, live_server: Any) -> None:
+    fill_rule(page, "Large refunds")
+    shot(page, "policy-rule-form")
+    with page.expect_navigation():
+        page.press("#id_name", "Enter")
+    # Saved, as the Save button saves: back on the list, the rule there (no dry run shown).
+    assert page.url.endswith("/admin/nitro_assistants/policy/"), page.url
+    assert page.locator(".messagelist .success").count() == 1
+    rule = Policy.objects.get()
+    assert (rule.name, rule.tool, rule.approvals) == ("Large refunds", "refund_*", 2)
+    assert page.locator(".nitro-default-submit").count() == 0  # it is the form's alone
+
+
+def test_the_dry_run_runs_when_its_button_is_clicked(page: Any) -> None:
+    fill_rule(page, "Tried only")
+    with page.expect_navigation():
+        page.click("input[name=_dry_run]")
+    assert page.locator(".nitro-dry-run-summary").count() == 1
+    shot(page, "policy-rule-dry-run")
+    assert not Policy.objects.exists()
+    # Enter in the dry run's own field saves too: one default for the whole form.
+    with page.expect_navigation():
+        page.press("#id__dry_run_last", "Enter")
+    assert Policy.objects.filter(name="Tried only").exists()
