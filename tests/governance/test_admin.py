@@ -245,3 +245,31 @@ def test_the_first_submit_button_of_the_rule_form_saves(editor: Client) -> None:
     form = page[page.index('id="policy_form"') :]
     buttons = re.findall(r'<input type="submit"[^>]* name="(\w+)"', form)
     assert buttons[0] == "_save" and "_dry_run" in buttons, buttons
+
+
+def test_approving_again_says_you_had_already_approved_and_who_is_awaited(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    review = mirrored(300)
+    client = Client()
+    client.force_login(reviewer("alice", finance))
+    screen = f"/admin/nitro_assistants/review/{review.pk}/review/"
+    stamp = approve(review)
+    body = {"call-0-action": "approve", "revision": stamp["revision"], "digest": stamp["digest"]}
+
+    def told() -> list[str]:
+        response = client.post(screen, body, follow=True)
+        return [str(m) for m in response.context["messages"]]
+
+    first = told()
+    assert first == [
+        f"Your approval of review #{review.pk} is recorded: "
+        "1 of 2 approvals · waiting for someone in Finance."
+    ]
+    (again,) = told()  # the same form sent again (a second tab, the back button)
+    assert again.startswith(f"You had already approved review #{review.pk} (")
+    assert again.endswith(
+        "); it is not counted twice: 1 of 2 approvals · waiting for someone in Finance."
+    )
+    assert "is recorded" not in again
+    assert Approval.objects.filter(review=review).count() == 1

@@ -1,6 +1,7 @@
-"""The policy rule form in a real browser (Playwright driving Debian's chromium, as
-tests/admin/test_browser.py): Enter in a field saves the rule; the Dry run button, first on the
-page, runs only when clicked."""
+"""Governance in a real browser (Playwright driving Debian's chromium, as
+tests/admin/test_browser.py): Enter in a field of the policy rule form saves the rule, the Dry run
+button, first on the page, runs only when clicked; a quorum review approved twice by the same
+person says so."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from nitro_assistants.models import Policy
+from nitro_assistants.models import Approval, Policy
 from tests.admin.test_browser import CHROMIUM, browser, shot, static_root
+from tests.governance.conftest import mirrored, reviewer
 
 __all__ = ["browser", "static_root"]
 
@@ -27,19 +29,29 @@ ADD = "/admin/nitro_assistants/policy/add/"
 
 
 @pytest.fixture
-def page(browser: Any, live_server: Any, static_root: Path) -> Iterator[Any]:
-    """A superuser, logged in, in a window 1280 px wide."""
-    User.objects.create_superuser("ruler", "ruler@example.com", "pw")
+def window(browser: Any, static_root: Path) -> Iterator[Any]:
+    """A browser window 1280 px wide, nobody logged in."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(30_000)
-    page.goto(f"{live_server.url}/admin/login/?next={ADD}")
-    page.fill("#id_username", "ruler")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_url(f"**{ADD}")
     yield page
     context.close()
+
+
+def log_in(page: Any, live_server: Any, username: str, then: str) -> None:
+    page.goto(f"{live_server.url}/admin/login/?next={then}")
+    page.fill("#id_username", username)
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"**{then}")
+
+
+@pytest.fixture
+def page(window: Any, live_server: Any) -> Any:
+    """A superuser, logged in, on the form that adds a policy rule."""
+    User.objects.create_superuser("ruler", "ruler@example.com", "pw")
+    log_in(window, live_server, "ruler", ADD)
+    return window
 
 
 def fill_rule(page: Any, name: str) -> None:
@@ -73,3 +85,25 @@ def test_the_dry_run_runs_when_its_button_is_clicked(page: Any) -> None:
     with page.expect_navigation():
         page.press("#id__dry_run_last", "Enter")
     assert Policy.objects.filter(name="Tried only").exists()
+
+
+def test_approving_a_quorum_review_again_says_so(
+    window: Any, live_server: Any, queued: list[Any], refund_rules: dict[str, Policy], finance: Any
+) -> None:
+    review = mirrored(300)
+    reviewer("alice", finance)
+    screen = f"/admin/nitro_assistants/review/{review.pk}/review/"
+    log_in(window, live_server, "alice", screen)
+    window.check('input[name="call-0-action"][value="approve"]')
+    with window.expect_navigation():
+        window.click("input[name=_decide]")
+    assert "Your approval of review" in window.locator(".messagelist").inner_text()
+    window.goto(f"{live_server.url}{screen}")  # the screen again: the same content, a new form
+    window.check('input[name="call-0-action"][value="approve"]')
+    with window.expect_navigation():
+        window.click("input[name=_decide]")
+    told = window.locator(".messagelist").inner_text()
+    shot(window, "quorum-approved-again")
+    assert f"You had already approved review #{review.pk}" in told, told
+    assert "1 of 2 approvals · waiting for someone in Finance" in told
+    assert Approval.objects.filter(review=review).count() == 1
