@@ -408,7 +408,10 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
                     else:
                         messages.success(request, recorded_message(review, recorded, asked))
                         return HttpResponseRedirect(self.after_decision_url(request, review))
-                elif review.status != Review.Status.PENDING:
+                elif review.status != Review.Status.PENDING or not stamp.rendered_from(review):
+                    # Checked against the review as it is now, the fields of a form rendered
+                    # from an earlier revision (a quorum edit since) read as changes the
+                    # reviewer made: the form is stale, as services.decide would say of it.
                     stale, status = True, 409
                 else:
                     status = 400

@@ -273,3 +273,42 @@ def test_approving_again_says_you_had_already_approved_and_who_is_awaited(
     )
     assert "is recorded" not in again
     assert Approval.objects.filter(review=review).count() == 1
+
+
+def test_a_form_rendered_before_a_quorum_edit_is_stale_not_a_change_of_the_reviewers(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    from nitro_assistants import services
+
+    review = mirrored(300)
+    alice, bob = reviewer("alice", finance), reviewer("bob", finance)
+    screen = f"/admin/nitro_assistants/review/{review.pk}/review/"
+    client = Client()
+    client.force_login(bob)
+    assert client.get(screen).status_code == 200  # bob opens the review: amount 300, revision 1
+    shown = approve(review)
+    edit = {"tool_calls": [{"id": "call_0", "action": "edit", "args": {"amount": 250}}]}
+    services.decide(
+        review.pk, alice, {**edit, "revision": shown["revision"], "digest": shown["digest"]}
+    )
+    review.refresh_from_db()
+    assert review.revision == 2 and review.tool_calls[0]["args"]["amount"] == 250
+
+    # Bob approves what he was shown, touching nothing: the form posts amount 300.
+    response = client.post(
+        screen,
+        {
+            "call-0-action": "approve",
+            "call-0-arg__order_id": "7",
+            "call-0-arg__amount": "300",
+            "call-0-message": "",
+            "revision": shown["revision"],
+            "digest": shown["digest"],
+        },
+    )
+    page = response.content.decode()
+    assert response.status_code == 409, page[:3000]  # as the API answers it
+    assert "This form is out of date" in page
+    assert f"review #{review.pk} changed since you opened it (it is at revision 2 now)" in page
+    assert "but chose Approve" not in page
+    assert Approval.objects.filter(review=review, user=bob).count() == 0

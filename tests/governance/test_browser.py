@@ -107,3 +107,30 @@ def test_approving_a_quorum_review_again_says_so(
     assert f"You had already approved review #{review.pk}" in told, told
     assert "1 of 2 approvals · waiting for someone in Finance" in told
     assert Approval.objects.filter(review=review).count() == 1
+
+
+def test_a_screen_opened_before_a_quorum_edit_says_the_review_changed(
+    window: Any, live_server: Any, queued: list[Any], refund_rules: dict[str, Policy], finance: Any
+) -> None:
+    from nitro_assistants import services
+    from tests.governance.conftest import approve
+
+    review = mirrored(300)
+    alice = reviewer("alice", finance)
+    reviewer("bob", finance)
+    screen = f"/admin/nitro_assistants/review/{review.pk}/review/"
+    log_in(window, live_server, "bob", screen)  # bob reads amount 300
+    edit = {"tool_calls": [{"id": "call_0", "action": "edit", "args": {"amount": 250}}]}
+    shown = approve(review)
+    services.decide(
+        review.pk, alice, {**edit, "revision": shown["revision"], "digest": shown["digest"]}
+    )
+    window.check('input[name="call-0-action"][value="approve"]')  # bob touches nothing else
+    with window.expect_navigation():
+        window.click("input[name=_decide]")
+    shot(window, "quorum-stale-after-edit")
+    told = window.locator(".nitro-stale").inner_text()
+    assert f"review #{review.pk} changed since you opened it" in told, told
+    assert "not waiting on a review" not in told  # it waits on this one, as it is now
+    assert "but chose Approve" not in window.content()
+    assert window.input_value("#id_call-0-arg__amount") == "250"  # the screen as it is now
