@@ -140,6 +140,10 @@ STATUS_AFTER: Final = {
 OPEN_STATUSES: Final = frozenset({PENDING, DECIDED, EXECUTING})
 
 
+#: The word for "every status" in a status filter: the admin queue's and the API list's.
+ALL_STATUSES = "all"
+
+
 def statuses_for(kind: str | None = None) -> tuple[str, ...]:
     """The statuses a review of ``kind`` can be in (every kind's when ``kind`` is None), in
     lifecycle order."""

@@ -148,6 +148,8 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+WEB_PORT = env.int("WEB_PORT", default=8000)
+
 NITRO_ASSISTANTS = {
     "BASE_URL": env.str("ASSISTANTS_URL", default="http://127.0.0.1:2024"),
     "USER_ID": env.str("ASSISTANTS_USER_ID", default="reviewsite"),
@@ -166,7 +168,9 @@ NITRO_ASSISTANTS = {
     "WEBHOOK_URL": env.str("WEBHOOK_URL", default=""),
     # Reviewers are told what waits for them by e-mail (the console backend in the demo).
     "NOTIFIERS": {"email": {"BACKEND": "nitro_assistants.services.notifiers.EmailNotifier"}},
-    "NOTIFY_BASE_URL": env.str("NOTIFY_BASE_URL", default="http://127.0.0.1:8000"),
+    # Blank: the site as the demo serves it, on WEB_PORT (scripts/demo.sh exports the port it
+    # serves on), so the links follow the port whatever it is.
+    "NOTIFY_BASE_URL": env.str("NOTIFY_BASE_URL", default="") or f"http://127.0.0.1:{WEB_PORT}",
     # Who a conversation is about: the SMS gateway's customer (the thread's metadata, see
     # seed_demo); a conversation without one is described by its first message.
     "THREAD_SUBJECT": ["customer", "phone"],

@@ -24,6 +24,8 @@ WEB_PORT=${WEB_PORT:-8000}
 if ! "$PY" -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1', $WEB_PORT))" 2>/dev/null; then
   WEB_PORT=$(free_port)
 fi
+# The site's settings build the notifications' links from it (NOTIFY_BASE_URL, when not set).
+export WEB_PORT
 
 export DJANGO_SETTINGS_MODULE=reviewsite.settings
 export DATABASE_URL=${DATABASE_URL:-sqlite:///$VAR/db.sqlite3}

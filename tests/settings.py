@@ -61,7 +61,8 @@ if TEST_DB == "sqlite":
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": _SQLITE_NAME + ".sqlite3",
+            # Out of the checkout, as the test database is: a run leaves no file in the repository.
+            "NAME": str(Path(tempfile.gettempdir()) / f"{_SQLITE_NAME}.sqlite3"),
             # As the example site runs it (reviewsite/settings.py): writers take the lock when
             # they begin and wait for it up to the timeout, WAL lets readers read meanwhile.
             "OPTIONS": {

@@ -287,3 +287,13 @@ def _wait(predicate: Callable[[], object], worker: CeleryWorker, timeout: float)
         if exited or time.monotonic() > deadline:
             raise AssertionError(f"worker log:\n{worker.log()[-4000:]}")
         time.sleep(0.25)
+
+
+def test_the_checkout_tracks_no_database_and_ignores_the_ones_runs_leave() -> None:
+    # An empty nitro_assistants.sqlite3 was once committed at the root (issue 40, item 12).
+    tracked = run("git", "ls-files", "--", "*.sqlite3", "*.sqlite3-*", cwd=ROOT)
+    assert tracked.returncode == 0, tracked.stderr
+    assert tracked.stdout == ""
+    for name in ("nitro_assistants.sqlite3", "nitro_h_x.sqlite3-wal", "db.sqlite3"):
+        ignored = run("git", "check-ignore", "--no-index", "--quiet", name, cwd=ROOT)
+        assert ignored.returncode == 0, f"{name} is not ignored"

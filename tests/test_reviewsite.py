@@ -62,10 +62,22 @@ def assert_demo_passed(done: subprocess.CompletedProcess[str]) -> None:
         "tool_calls)" in done.stdout
     )
     assert "finance login: finance / " in done.stdout
+    # The seed's notifications (printed by the console e-mail backend: in the seed's output when
+    # tasks run in the site, in the worker's log with a broker) link to the site where the demo
+    # serves it, whatever port that is (issue 40, item 1).
+    served = re.search(r"Review queue: +(http://127\.0\.0\.1:\d+)/", done.stdout)
+    assert served, done.stdout[-3000:]
+    worker_log = ROOT / "var" / "demo" / "worker.log"
+    printed = done.stdout + (worker_log.read_text() if worker_log.exists() else "")
+    links = re.findall(r"(https?://[^/\s]+)/nitro/review/", printed)
+    assert set(links) <= {served.group(1)}, (links, served.group(1))
+    if "starting a Celery worker" not in done.stdout:  # sent in the seed: always printed
+        assert links, done.stdout[-3000:]
     assert "deliveries: delivered, failed" in done.stdout
     # The check ran in chromium: every page it opened had the admin's stylesheet, and the plan's
     # steps ran the demo's operations.
-    assert "demo check passed: 4 seeded reviews listed" in done.stdout
+    # The check counts what the seed printed: every review it left pending is in the queue.
+    assert "demo check passed: the 7 seeded pending reviews listed" in done.stdout
     assert "pages rendered with the admin's stylesheet" in done.stdout
     assert "Moved Dana Whitfield's appointment from Monday to Tuesday" in done.stdout
     assert "Texted Sam Ortiz the new time" in done.stdout
@@ -183,6 +195,38 @@ def test_env_example_lists_every_variable_the_site_reads() -> None:
     }
     assert read, "the pattern found no variables"
     assert read <= listed, f"missing from .env.example: {sorted(read - listed)}"
+
+
+def notify_base_url(**variables: str) -> str:
+    """The example site's NOTIFY_BASE_URL, its settings read in a fresh process from ``variables``
+    (set, even blank, so that a developer's .env does not decide it)."""
+    env = {k: v for k, v in os.environ.items() if k not in DEMO_VARIABLES}
+    env.update(variables)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import reviewsite.settings as s; print(s.NITRO_ASSISTANTS['NOTIFY_BASE_URL'])",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_notifications_links_follow_the_port_the_demo_serves_on() -> None:
+    # scripts/demo.sh serves on WEB_PORT (or a free port when it is taken) and exports it.
+    assert notify_base_url(WEB_PORT="8123", NOTIFY_BASE_URL="") == "http://127.0.0.1:8123"
+    assert notify_base_url(WEB_PORT="8000", NOTIFY_BASE_URL="") == "http://127.0.0.1:8000"
+    named = notify_base_url(WEB_PORT="8123", NOTIFY_BASE_URL="https://review.example.com")
+    assert named == "https://review.example.com"
+    demo = (ROOT / "scripts" / "demo.sh").read_text()
+    assert demo.index("export WEB_PORT") < demo.index("manage.py seed_demo")
 
 
 @pytest.mark.parametrize("name", ["delivery_failed", "delivery_pending"])

@@ -31,7 +31,7 @@ class QueueStatusFilter(admin.SimpleListFilter):
 
     title = _("status")
     parameter_name = "status"
-    ALL = "all"
+    ALL = rules.ALL_STATUSES
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
         # The statuses the kind filtered can be in (every kind's when none is).

@@ -58,6 +58,20 @@ class StampForm(forms.Form):
             shown["interrupt_id"] = data["interrupt_id"]
         return shown
 
+    def rendered_from(self, review: Review) -> bool:
+        """Whether the form was rendered from ``review`` as it is now. When it was not (an edit
+        made the review's next revision meanwhile), what the decision form would call the
+        reviewer's change is the content that moved under the form: a stale form, not a
+        mistake of theirs. (Only :func:`services.decide` decides what is stale; this says how
+        to read a form it never gets to see.)"""
+        shown = self.shown()
+        current = review.interrupt_id or ""
+        return bool(
+            shown["revision"] == review.revision
+            and shown["digest"] == review.digest
+            and shown.get("interrupt_id", current) == current
+        )
+
 
 class ReviewDecisionForm(abc.ABC):
     """Base of the per-kind decision forms: ``is_valid()``, then ``decision()``."""

@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
@@ -358,14 +359,28 @@ def governance_context(review: Review) -> dict[str, Any]:
     }
 
 
-def recorded_message(review: Review, recorded: Decision | Approval) -> str:
+def recorded_message(
+    review: Review, recorded: Decision | Approval, asked: datetime.datetime | None = None
+) -> str:
     """What the reviewer is told once their decision is in: recorded, or their approval counted
-    and who else is awaited."""
+    and who else is awaited. ``asked`` is when the request began: an approval made before it is
+    the reviewer's earlier one (``services.decide`` returns it again rather than counting them
+    twice), so they are told they had already approved."""
     if isinstance(recorded, Approval):
         review.refresh_from_db(fields=["revision", "digest"])
+        progress = waiting_for(review)
+        if asked is not None and recorded.at < asked:
+            return _(
+                "You had already approved review #%(pk)s (%(when)s); it is not counted twice: "
+                "%(progress)s."
+            ) % {
+                "pk": review.pk,
+                "when": date_format(timezone.localtime(recorded.at), "DATETIME_FORMAT"),
+                "progress": progress,
+            }
         return _("Your approval of review #%(pk)s is recorded: %(progress)s.") % {
             "pk": review.pk,
-            "progress": waiting_for(review),
+            "progress": progress,
         }
     return _("Decision recorded on review #%(pk)s.") % {"pk": review.pk}
 

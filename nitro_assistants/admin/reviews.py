@@ -385,6 +385,7 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             else:
                 form = decision_form_for(review, request.POST)
                 if form.is_valid():
+                    asked = timezone.now()  # an approval older than this is a repeat
                     try:
                         # By pk, with the revision and digest the form was rendered from: the
                         # service refuses the decision when the review changed since.
@@ -405,9 +406,12 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
                         form.add_error(str(exc))
                         status = 400
                     else:
-                        messages.success(request, recorded_message(review, recorded))
+                        messages.success(request, recorded_message(review, recorded, asked))
                         return HttpResponseRedirect(self.after_decision_url(request, review))
-                elif review.status != Review.Status.PENDING:
+                elif review.status != Review.Status.PENDING or not stamp.rendered_from(review):
+                    # Checked against the review as it is now, the fields of a form rendered
+                    # from an earlier revision (a quorum edit since) read as changes the
+                    # reviewer made: the form is stale, as services.decide would say of it.
                     stale, status = True, 409
                 else:
                     status = 400

@@ -17,6 +17,9 @@ from nitro_assistants.exceptions import (
 
 CODES = (
     "invalid_json",
+    # A query parameter that is unknown or whose value names nothing (a list's filter, a page's
+    # cursor): the body is not at fault, and a GET has none.
+    "invalid_query",
     "unauthorized",
     "forbidden",
     "not_found",

@@ -24,8 +24,9 @@ from nitro_assistants.rules import (
 STATUSES = list(rules.INTERACTION_LIFECYCLE)
 
 ERRORS = {
-    "400": "Malformed JSON, or a field that is wrong (`details.field` names it, `details.issues` "
-    "says what is wrong).",
+    "400": "Malformed JSON, or a field that is wrong (`invalid_json`); a query parameter that is "
+    "unknown or names nothing (`invalid_query`). `details.field` names it, `details.issues` says "
+    "what is wrong.",
     "401": "No valid credentials: sign in, or send a live API key.",
     "403": "Not allowed: not the session's opener, no `decide_review` permission, a failed CSRF "
     "check, or missing permissions (`details.issues` lists them).",
@@ -549,12 +550,12 @@ def _review_paths(read_errors: dict[str, Any], decide_errors: dict[str, Any]) ->
                 "summary": "The reviews the caller may decide, oldest first, paginated",
                 "description": "Tool calls and replies when the caller holds "
                 "`nitro_assistants.decide_review`; interactions of the sessions they opened. "
-                "A filter value that names nothing is a 400 naming the filter.",
+                "A filter value that names nothing is a 400 `invalid_query` naming the filter.",
                 "parameters": [
                     _query(
                         "status",
-                        "Default `pending`.",
-                        {"type": "string", "enum": list(rules.statuses_for())},
+                        "Default `pending`; `all`: every status.",
+                        {"type": "string", "enum": [*rules.statuses_for(), rules.ALL_STATUSES]},
                     ),
                     _query("kind", "", {"type": "string", "enum": list(rules.KINDS)}),
                     _query(

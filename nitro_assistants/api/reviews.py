@@ -172,9 +172,10 @@ def _review_for(user: Any, review_id: str) -> Review:
 
 
 def _filters(request: HttpRequest) -> dict[str, Any]:
-    """The list's filters from the query; a value that names nothing is a 400 naming it."""
+    """The list's filters from the query; a value that names nothing is a 400 naming it.
+    ``status=all`` lists every status, as the admin's queue says it."""
     allowed = {
-        "status": list(rules.statuses_for()),
+        "status": [*rules.statuses_for(), rules.ALL_STATUSES],
         "kind": list(rules.KINDS),
         "assistant": sorted(app_settings.DEFINITIONS),
     }
@@ -189,7 +190,7 @@ def _filters(request: HttpRequest) -> dict[str, Any]:
             except ValueError:
                 raise ApiError(
                     400,
-                    "invalid_json",
+                    "invalid_query",
                     "`thread` must be a session id (the thread's UUID)",
                     field="thread",
                 ) from None
@@ -198,10 +199,12 @@ def _filters(request: HttpRequest) -> dict[str, Any]:
         else:
             raise ApiError(
                 400,
-                "invalid_json",
+                "invalid_query",
                 f"Unknown {name} {value!r}; one of: {', '.join(allowed[name]) or 'none'}",
                 field=name,
             )
+    if chosen["status"] == rules.ALL_STATUSES:
+        del chosen["status"]
     return {FILTERS[name]: value for name, value in chosen.items()}
 
 

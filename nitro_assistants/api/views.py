@@ -62,7 +62,7 @@ def endpoint(
                 if unknown:
                     raise ApiError(
                         400,
-                        "invalid_json",
+                        "invalid_query",
                         f"Unknown query parameter `{unknown[0]}`",
                         field=unknown[0],
                         issues=[f"Unknown query parameter `{name}`" for name in unknown],
@@ -223,7 +223,7 @@ def _page_params(request: HttpRequest) -> tuple[int, int]:
         if not low <= value <= high:
             raise ApiError(
                 400,
-                "invalid_json",
+                "invalid_query",
                 f"`{name}` must be an integer from {low} to {high}",
                 field=name,
             )

@@ -281,8 +281,16 @@ def test_the_curl_examples_of_the_api_decide_every_kind_as_written(
     key = ApiKey.generate(bot, "docs")[1]
     operations.operation("docs.ok")(lambda input, user: None)
     try:
+        # A call id as a real assistant makes one, not the factory's "call_1": the example
+        # must read it from the review (issue 40, item 11).
+        held = {
+            "id": "toolu_01HxR7wq3Tz9",
+            "name": "reschedule_appointment",
+            "args": {"appointment_id": 42, "day": "Tuesday", "time": "10:00"},
+            "allowed_decisions": ["approve", "edit", "reject", "respond"],
+        }
         reviews = {
-            "tool-calls": (make_tool_review(), "decided"),
+            "tool-calls": (make_tool_review([held]), "decided"),
             "reply": (make_reply_review(), "decided"),
             "question": (_interaction("question", QUESTIONS, bot), "answered"),
             "blueprint": (_interaction("blueprint", BLUEPRINT, bot), "revision_requested"),
@@ -327,7 +335,7 @@ def test_the_curl_examples_of_the_api_decide_every_kind_as_written(
         assert Decision.objects.get(review=reviews["tool-calls"][0]).tool_calls == [
             # The example edits one argument; the decision holds the whole call (issue 34).
             {
-                "id": "call_1",
+                "id": "toolu_01HxR7wq3Tz9",
                 "action": "edit",
                 "args": {"appointment_id": 42, "day": "Friday", "time": "10:00"},
             }

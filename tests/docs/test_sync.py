@@ -10,12 +10,17 @@ docs (README.md and docs/*.md), and compared both ways. A failure says what to a
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import re
 from pathlib import Path
+from typing import Any
 
+import pytest
 from celery import Task
+from django.contrib.auth import get_user_model
 from django.dispatch import Signal
+from django.test import Client
 
 from nitro_assistants import signals, tasks
 from nitro_assistants.conf import AppSettings
@@ -379,3 +384,107 @@ def test_links_between_the_docs_resolve() -> None:
             elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
                 broken.append(f"{rel(path)}: {target} (no such heading)")
     assert not broken, f"Links that lead nowhere: {broken}"
+
+
+# -- the API's error codes ------------------------------------------------------------------------
+
+
+def raised_codes() -> set[str]:
+    """The codes the API's views answer with (``ApiError(status, "code", ...)``)."""
+    source = "\n".join(p.read_text() for p in (PACKAGE / "api").glob("*.py"))
+    return set(re.findall(r'ApiError\(\s*\d+,\s*"(\w+)"', source))
+
+
+def test_the_error_table_lists_every_code_the_api_answers_with() -> None:
+    from nitro_assistants.api.errors import CODES
+
+    documented = {
+        names[0] for row in table_rows(section(API, "Errors")) if (names := code_names(row[1]))
+    }
+    raised = raised_codes()
+    assert {"invalid_json", "invalid_query", "conflict"} <= raised, raised
+    missing = sorted(raised - documented)
+    assert not missing, f"{rel(API)} 'Errors' does not list the codes {missing}: add a row each"
+    unknown = sorted(documented - set(CODES))
+    assert not unknown, f"{rel(API)} 'Errors' lists codes the API does not have: {unknown}"
+
+
+# -- what a host project writes its code from (issue 40, item 16) ---------------------------------
+
+GOVERNANCE = ROOT / "docs" / "governance.md"
+
+
+def first_names(text: str) -> set[str]:
+    """The backticked names of the first cell of every table row in ``text``."""
+    return {name for row in table_rows(text) for name in code_names(row[0])}
+
+
+def model_fields(model: type[Any]) -> set[str]:
+    return {f.name for f in model._meta.concrete_fields if f.name != "id"}
+
+
+def test_the_rule_field_table_names_every_field_of_a_rule() -> None:
+    from nitro_assistants.models import Policy
+
+    rules_section = section(GOVERNANCE, "Rules")
+    assert first_names(rules_section) == model_fields(Policy), (
+        f"{rel(GOVERNANCE)} 'Rules': the field table differs from Policy's fields"
+    )
+    deadline = next(r for r in table_rows(rules_section) if "deadline" in code_names(r[0]))
+    assert "duration" in deadline[1] and "timedelta" in deadline[1], deadline
+
+
+def test_the_rule_argument_of_the_governance_signals_lists_its_keys() -> None:
+    from nitro_assistants.policies import Handling
+
+    keys = {f.name for f in dataclasses.fields(Handling)}
+    assert {"rule_name", "rule_id", "rule_version"} <= keys
+    documented = first_names(section(GOVERNANCE, "Signals and events"))
+    assert documented == keys, (
+        f"{rel(GOVERNANCE)} 'Signals and events': the `rule` keys differ from Handling's fields: "
+        f"missing {sorted(keys - documented)}, unknown {sorted(documented - keys)}"
+    )
+    for path in (README, DJANGO):  # the signal tables name the keys, not "name, id, version"
+        rows = [r for r in table_rows(section(path, "Signals")) if "`review_auto_decided`" in r[0]]
+        assert rows and "`rule_name`, `rule_id`, `rule_version`" in rows[0][2], rel(path)
+
+
+def test_a_deadline_is_documented_as_setting_the_handlings_due_at() -> None:
+    deadlines = section(GOVERNANCE, "Deadlines")
+    assert "`ReviewHandling`" in deadlines and "`due_at`" in deadlines
+    assert "the review's `due_at`" not in deadlines  # Review has no due_at
+
+
+@pytest.mark.parametrize("name", ["ReviewHandling", "Approval", "Claim", "Notification", "Event"])
+def test_each_model_a_host_reads_has_its_fields_documented(name: str) -> None:
+    from nitro_assistants import models
+
+    documented = first_names(section(DJANGO, f"`{name}`"))
+    fields = model_fields(getattr(models, name))
+    assert documented == fields, (
+        f"{rel(DJANGO)} '`{name}`': missing {sorted(fields - documented)}, "
+        f"unknown {sorted(documented - fields)}"
+    )
+
+
+@pytest.mark.django_db
+def test_the_api_lists_answer_with_keys_the_docs_name(client: Client) -> None:
+    from nitro_assistants import services
+    from tests.admin.conftest import make_tool_review
+
+    user = get_user_model().objects.create_superuser("docs", "docs@example.com", "x")
+    client.force_login(user)
+    review = make_tool_review()
+    services.decide(review, user, {"tool_calls": [{"id": "call_1", "action": "approve"}]})
+    session = review.thread.thread_id
+    reviews = client.get("/nitro/api/reviews", {"status": "all"}).json()
+    events = client.get(f"/nitro/api/sessions/{session}/events").json()
+    interactions = client.get(f"/nitro/api/sessions/{session}/interactions").json()
+    assert reviews["items"] and events["items"], (reviews, events)
+    named = set(re.findall(r'"(\w+)"', API.read_text())) | set(
+        re.findall(r"`(\w+)`", API.read_text())
+    )
+    keys = {*reviews, *events, *interactions, *events["items"][0]}
+    assert keys <= named, f"{rel(API)} does not name the list keys {sorted(keys - named)}"
+    listing = section(API, "Listing reviews")
+    assert "`items`" in listing and "`next`" in listing

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from typing import Any
 
 import pytest
@@ -235,3 +236,79 @@ def test_the_screen_says_why_a_reviewer_outside_the_group_cannot_decide(
     assert response.status_code == 403
     assert "Only members of Finance may decide this review" in response.content.decode()
     assert not Approval.objects.exists()
+
+
+def test_the_first_submit_button_of_the_rule_form_saves(editor: Client) -> None:
+    # Enter in a field presses the form's first submit button; the Dry run's comes before the
+    # Save row on the page, so a Save goes first (issue 40, item 17).
+    page = editor.get(ADD).content.decode()
+    form = page[page.index('id="policy_form"') :]
+    buttons = re.findall(r'<input type="submit"[^>]* name="(\w+)"', form)
+    assert buttons[0] == "_save" and "_dry_run" in buttons, buttons
+
+
+def test_approving_again_says_you_had_already_approved_and_who_is_awaited(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    review = mirrored(300)
+    client = Client()
+    client.force_login(reviewer("alice", finance))
+    screen = f"/admin/nitro_assistants/review/{review.pk}/review/"
+    stamp = approve(review)
+    body = {"call-0-action": "approve", "revision": stamp["revision"], "digest": stamp["digest"]}
+
+    def told() -> list[str]:
+        response = client.post(screen, body, follow=True)
+        return [str(m) for m in response.context["messages"]]
+
+    first = told()
+    assert first == [
+        f"Your approval of review #{review.pk} is recorded: "
+        "1 of 2 approvals · waiting for someone in Finance."
+    ]
+    (again,) = told()  # the same form sent again (a second tab, the back button)
+    assert again.startswith(f"You had already approved review #{review.pk} (")
+    assert again.endswith(
+        "); it is not counted twice: 1 of 2 approvals · waiting for someone in Finance."
+    )
+    assert "is recorded" not in again
+    assert Approval.objects.filter(review=review).count() == 1
+
+
+def test_a_form_rendered_before_a_quorum_edit_is_stale_not_a_change_of_the_reviewers(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    from nitro_assistants import services
+
+    review = mirrored(300)
+    alice, bob = reviewer("alice", finance), reviewer("bob", finance)
+    screen = f"/admin/nitro_assistants/review/{review.pk}/review/"
+    client = Client()
+    client.force_login(bob)
+    assert client.get(screen).status_code == 200  # bob opens the review: amount 300, revision 1
+    shown = approve(review)
+    edit = {"tool_calls": [{"id": "call_0", "action": "edit", "args": {"amount": 250}}]}
+    services.decide(
+        review.pk, alice, {**edit, "revision": shown["revision"], "digest": shown["digest"]}
+    )
+    review.refresh_from_db()
+    assert review.revision == 2 and review.tool_calls[0]["args"]["amount"] == 250
+
+    # Bob approves what he was shown, touching nothing: the form posts amount 300.
+    response = client.post(
+        screen,
+        {
+            "call-0-action": "approve",
+            "call-0-arg__order_id": "7",
+            "call-0-arg__amount": "300",
+            "call-0-message": "",
+            "revision": shown["revision"],
+            "digest": shown["digest"],
+        },
+    )
+    page = response.content.decode()
+    assert response.status_code == 409, page[:3000]  # as the API answers it
+    assert "This form is out of date" in page
+    assert f"review #{review.pk} changed since you opened it (it is at revision 2 now)" in page
+    assert "but chose Approve" not in page
+    assert Approval.objects.filter(review=review, user=bob).count() == 0

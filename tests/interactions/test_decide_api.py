@@ -576,8 +576,8 @@ def test_interactions_and_events_are_readable_by_the_opener(
     rest = api.get(f"sessions/{session}/events", limit=2, after=first["next"]).json()
     assert [e["verb"] for e in rest["items"]] == ["review_requested"] and rest["next"] is None
     assert rest["items"][0]["interactionId"] == "b" and rest["items"][0]["status"] == "pending"
-    assert_error(api.get(f"sessions/{session}/events", limit=0), 400, "invalid_json", "limit")
-    assert_error(api.get(f"sessions/{session}/events", after="x"), 400, "invalid_json", "after")
+    assert_error(api.get(f"sessions/{session}/events", limit=0), 400, "invalid_query", "limit")
+    assert_error(api.get(f"sessions/{session}/events", after="x"), 400, "invalid_query", "after")
     sams = ApiKey.generate(stranger, "sam")[1]
     assert_error(api.get(f"sessions/{session}/interactions", key=sams), 403, "forbidden")
     grant(stranger, "nitro_assistants.view_review")

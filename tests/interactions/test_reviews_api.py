@@ -522,6 +522,8 @@ def test_the_list_holds_the_reviews_the_caller_may_decide_oldest_first(
     assert ids(reviewer_api) == [tool.pk, reply.pk, mine.pk]  # not the question: not theirs
     assert ids(opener_api) == [question.pk]  # not the tool calls of their session: no permission
     assert ids(reviewer_api, status="decided") == [decided.pk]
+    # The admin queue's word for every status (issue 40, item 15).
+    assert ids(reviewer_api, status="all") == [tool.pk, reply.pk, decided.pk, mine.pk]
     assert ids(reviewer_api, kind="reply") == [reply.pk]
     assert ids(reviewer_api, assistant="interactions") == [mine.pk]
     assert ids(reviewer_api, thread=str(tool.thread.thread_id)) == [tool.pk]
@@ -550,7 +552,8 @@ def test_the_list_holds_the_reviews_the_caller_may_decide_oldest_first(
 def test_a_filter_that_names_nothing_is_a_400_naming_it(
     reviewer_api: Caller, params: dict[str, str], field: str
 ) -> None:
-    assert_error(reviewer_api.get("reviews", **params), 400, "invalid_json", field)
+    # A GET has no body: its code says the query is at fault, not JSON (issue 40, item 15).
+    assert_error(reviewer_api.get("reviews", **params), 400, "invalid_query", field)
 
 
 def test_the_list_pages_with_a_cursor(reviewer_api: Caller) -> None:

@@ -243,7 +243,7 @@ API_ERRORS: dict[str, tuple[int, str, ApiCall]] = {
         lambda p, c, m: decide(p, c, {"decision": "answer", "revision": 1, "digest": "x", "answers": 3}),
     ),
     "400-query": (
-        400, "invalid_json",
+        400, "invalid_query",
         lambda p, c, m: c.get(url(p, "/events"), {"limit": "x"}, **bearer(p.created_key)),
     ),
     "413-too-large": (

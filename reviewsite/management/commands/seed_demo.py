@@ -55,6 +55,12 @@ def wait_for(what: str, settled: Callable[[], bool], timeout: float) -> None:
         time.sleep(0.2)
 
 
+def seeded_pending() -> list[Review]:
+    """The reviews the seed leaves waiting, kind by kind: what it prints and what the demo check
+    counts in the queue (one query for both, so that the two numbers agree)."""
+    return list(Review.objects.filter(status=Review.Status.PENDING).order_by("kind", "pk"))
+
+
 def example_rules() -> list[Policy]:
     """Rules that show each kind of handling: approved at once, refused at once, two approvals
     by a group, a deadline that escalates, and a rule on a reply's text. The seeded refunds and
@@ -246,8 +252,7 @@ class Command(BaseCommand):
             timeout,
         )
 
-        pending = Review.objects.filter(status=Review.Status.PENDING)
-        kinds = sorted(pending.values_list("kind", flat=True))
+        kinds = [review.kind for review in seeded_pending()]
         outcomes = sorted(Delivery.objects.values_list("status", flat=True))
         self.stdout.write(f"seeded: {len(kinds)} pending reviews ({', '.join(kinds)})")
         self.stdout.write(f"deliveries: {', '.join(outcomes)}")
