@@ -104,9 +104,21 @@ def langgraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangG
 WORKER_FIXTURES = {"celery_worker", "start_worker"}
 
 
+#: Fixtures that start chromium (tests/admin/test_browser.py): a test using one is a browser test.
+BROWSER_FIXTURES = {"browser", "page"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects: a marker added here counts there
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On SQLite (``NITRO_TEST_DB=sqlite``), skip, saying why, the tests that need PostgreSQL:
-    those marked ``@pytest.mark.postgresql("why")`` and those that use a worker process."""
+    """Mark ``browser`` every test that starts chromium through the browser fixtures, should its
+    module forget to (``-m "not browser"``, make test-fast, must leave them all out). On SQLite
+    (``NITRO_TEST_DB=sqlite``), skip, saying why, the tests that need PostgreSQL: those marked
+    ``@pytest.mark.postgresql("why")`` and those that use a worker process."""
+    for item in items:
+        if BROWSER_FIXTURES & set(
+            getattr(item, "fixturenames", ())
+        ) and not item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.browser)
     if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         return
     for item in items:
