@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from hypothesis import settings as hypothesis_settings
 
 from nitro_assistants.testing.launchers import LangGraphServer
 
@@ -15,6 +16,12 @@ GRAPH_NAMES = ("walkthrough", "tools", "per_call", "plain", "interactions", "ref
 #: Graphs pausing in other dialects (docs/protocol.md §9): Agent Inbox, plain interrupt() values.
 DIALECTS = ROOT / "tests" / "graphs" / "dialects.py"
 DIALECT_GRAPHS = ("inbox", "plain_interrupt", "parallel", "schema")
+
+#: Every property-based test (hypothesis, schemathesis) draws the same examples on every run and
+#: every machine, and keeps no example database between runs: a failure is the code's, never a
+#: draw's. A test's own ``@settings`` adds to this profile; tests/test_determinism.py holds to it.
+hypothesis_settings.register_profile("nitro", derandomize=True, database=None)
+hypothesis_settings.load_profile("nitro")
 
 
 @pytest.fixture(scope="session", autouse=True)
