@@ -111,6 +111,24 @@ def langgraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangG
 WORKER_FIXTURES = {"celery_worker", "start_worker"}
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="run only the tests that may open the test database: a django_db mark, or a "
+        "fixture that needs one (db, transactional_db, and every fixture built on them); "
+        "scripts/test.sh's prepared-statement pass",
+    )
+
+
+def uses_the_database(item: pytest.Item) -> bool:
+    """Whether pytest-django lets ``item`` open the test database. Every other test is refused
+    a connection (pytest-django blocks it), so what the database does cannot change its result."""
+    return item.get_closest_marker("django_db") is not None or "_django_db_helper" in set(
+        getattr(item, "fixturenames", ())
+    )
+
+
 #: Fixtures that start chromium (tests/admin/test_browser.py): a test using one is a browser test.
 BROWSER_FIXTURES = {"browser", "page"}
 
@@ -126,6 +144,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             getattr(item, "fixturenames", ())
         ) and not item.get_closest_marker("browser"):
             item.add_marker(pytest.mark.browser)
+    if config.getoption("--database-tests-only"):
+        kept = [item for item in items if uses_the_database(item)]
+        if len(kept) < len(items):
+            config.hook.pytest_deselected(items=[i for i in items if not uses_the_database(i)])
+            items[:] = kept
     if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         return
     for item in items:
