@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import re
+from importlib import import_module
 from typing import Any
 from urllib.parse import urlparse
 
 from celery import _state
+from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, register
 from django.core.checks import Warning as CheckWarning
+from django.core.exceptions import ImproperlyConfigured
+from django.db import router
 from django.utils.module_loading import import_string
 
 from nitro_assistants.client.http import is_request_limit
@@ -139,6 +143,67 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         )
     errors.extend(_check_celery())
     errors.extend(_check_audit_key())
+    errors.extend(_check_databases())
+    return errors
+
+
+#: The database vendors the app is tested on (scripts/test.sh runs the suite on both): its
+#: hand-written statements, row locks and JSON lookups are written and checked for these only.
+SUPPORTED_VENDORS = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
+
+#: Django's own backends by ``ENGINE``: their vendor is known without importing the backend,
+#: whose driver (mysqlclient, oracledb) a host on PostgreSQL need not have installed.
+_DJANGO_BACKENDS = {
+    "django.db.backends.postgresql": "postgresql",
+    "django.db.backends.sqlite3": "sqlite",
+    "django.db.backends.mysql": "mysql",
+    "django.db.backends.oracle": "oracle",
+    "django.contrib.gis.db.backends.postgis": "postgresql",
+    "django.contrib.gis.db.backends.spatialite": "sqlite",
+    "django.contrib.gis.db.backends.mysql": "mysql",
+    "django.contrib.gis.db.backends.oracle": "oracle",
+}
+
+
+def database_vendor(engine: str) -> str | None:
+    """The vendor (``connection.vendor``) of the backend ``engine`` names, read off the backend's
+    class without connecting; None when the backend cannot be imported (Django says why)."""
+    known = _DJANGO_BACKENDS.get(engine)
+    if known is not None:
+        return known
+    try:  # a third-party backend (a wrapper of PostgreSQL's, say) declares its vendor
+        vendor = import_module(f"{engine}.base").DatabaseWrapper.vendor
+    except (ImportError, ImproperlyConfigured, AttributeError):
+        return None
+    return str(vendor)
+
+
+def _check_databases() -> list[CheckMessage]:
+    # Read from settings, not from ``connections``: ``manage.py check`` must say it without a
+    # server to reach or the vendor's driver installed, and only of the databases the app's
+    # models are routed to (a host may keep other apps on MySQL).
+    configured = getattr(settings, "DATABASES", None) or {}
+    aliases: set[str] = set()
+    for model in apps.get_app_config("nitro_assistants").get_models():
+        aliases.add(router.db_for_read(model))
+        aliases.add(router.db_for_write(model))
+    errors: list[CheckMessage] = []
+    for alias in sorted(a for a in aliases if a in configured):
+        engine = str(configured[alias].get("ENGINE") or "")
+        vendor = database_vendor(engine)
+        if vendor is None or vendor in SUPPORTED_VENDORS:
+            continue
+        errors.append(
+            Error(
+                f"DATABASES[{alias!r}] is a {vendor} database ({engine}): nitro_assistants "
+                "supports only PostgreSQL and SQLite.",
+                hint="Keep nitro_assistants' models on a PostgreSQL (14 or later) or SQLite "
+                "(3.35 or later) database: set its ENGINE, or route the app's models to such an "
+                "alias with a database router (DATABASE_ROUTERS). MySQL, MariaDB and Oracle "
+                "are not supported.",
+                id="nitro_assistants.E018",
+            )
+        )
     return errors
 
 

@@ -34,8 +34,11 @@ start_redis() {
   for _ in $(seq 1 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && return; sleep 1; done
   echo "Redis did not start" >&2; exit 1
 }
+# NEEDS_SERVICES: 1 (the default) PostgreSQL and Redis, redis only Redis (make test-fast), 0 none.
 if [ "${NEEDS_SERVICES:-1}" = "1" ]; then
   start_postgres
+  start_redis
+elif [ "${NEEDS_SERVICES}" = "redis" ]; then
   start_redis
 fi
 if [ "${NEEDS_BROWSER:-0}" = "1" ] && [ ! -x /usr/bin/chromium ]; then

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from hypothesis import settings as hypothesis_settings
 
 from nitro_assistants.testing.launchers import LangGraphServer
 
@@ -15,6 +16,12 @@ GRAPH_NAMES = ("walkthrough", "tools", "per_call", "plain", "interactions", "ref
 #: Graphs pausing in other dialects (docs/protocol.md §9): Agent Inbox, plain interrupt() values.
 DIALECTS = ROOT / "tests" / "graphs" / "dialects.py"
 DIALECT_GRAPHS = ("inbox", "plain_interrupt", "parallel", "schema")
+
+#: Every property-based test (hypothesis, schemathesis) draws the same examples on every run and
+#: every machine, and keeps no example database between runs: a failure is the code's, never a
+#: draw's. A test's own ``@settings`` adds to this profile; tests/test_determinism.py holds to it.
+hypothesis_settings.register_profile("nitro", derandomize=True, database=None)
+hypothesis_settings.load_profile("nitro")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -104,9 +111,44 @@ def langgraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LangG
 WORKER_FIXTURES = {"celery_worker", "start_worker"}
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="run only the tests that may open the test database: a django_db mark, or a "
+        "fixture that needs one (db, transactional_db, and every fixture built on them); "
+        "scripts/test.sh's prepared-statement pass",
+    )
+
+
+def uses_the_database(item: pytest.Item) -> bool:
+    """Whether pytest-django lets ``item`` open the test database. Every other test is refused
+    a connection (pytest-django blocks it), so what the database does cannot change its result."""
+    return item.get_closest_marker("django_db") is not None or "_django_db_helper" in set(
+        getattr(item, "fixturenames", ())
+    )
+
+
+#: Fixtures that start chromium (tests/admin/test_browser.py): a test using one is a browser test.
+BROWSER_FIXTURES = {"browser", "page"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects: a marker added here counts there
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On SQLite (``NITRO_TEST_DB=sqlite``), skip, saying why, the tests that need PostgreSQL:
-    those marked ``@pytest.mark.postgresql("why")`` and those that use a worker process."""
+    """Mark ``browser`` every test that starts chromium through the browser fixtures, should its
+    module forget to (``-m "not browser"``, make test-fast, must leave them all out). On SQLite
+    (``NITRO_TEST_DB=sqlite``), skip, saying why, the tests that need PostgreSQL: those marked
+    ``@pytest.mark.postgresql("why")`` and those that use a worker process."""
+    for item in items:
+        if BROWSER_FIXTURES & set(
+            getattr(item, "fixturenames", ())
+        ) and not item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.browser)
+    if config.getoption("--database-tests-only"):
+        kept = [item for item in items if uses_the_database(item)]
+        if len(kept) < len(items):
+            config.hook.pytest_deselected(items=[i for i in items if not uses_the_database(i)])
+            items[:] = kept
     if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         return
     for item in items:

@@ -88,6 +88,7 @@ def assert_demo_passed(done: subprocess.CompletedProcess[str]) -> None:
     ), done.stdout[-3000:]
 
 
+@pytest.mark.browser
 def test_demo_check_runs_end_to_end() -> None:
     """`make demo CHECK=1` with no variables set: SQLite, tasks run in the site, DEBUG off."""
     # A password that starts with "-" (token_urlsafe makes one now and then) must reach the
@@ -112,6 +113,7 @@ def demo_database() -> Iterator[str]:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.mark.browser
 def test_demo_check_runs_end_to_end_with_a_broker(demo_database: str) -> None:
     """With a broker (and PostgreSQL, as docker-compose runs it) the demo starts a Celery worker
     before seeding: the seeded runs, the delivered and failed replies and the approved plan's

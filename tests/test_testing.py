@@ -13,7 +13,13 @@ import pytest
 
 from nitro_assistants import services
 from nitro_assistants.client import Assistant
-from nitro_assistants.exceptions import ThreadStateError, UnknownAssistantError
+from nitro_assistants.exceptions import (
+    ReviewSupersededError,
+    RunError,
+    ThreadStateError,
+    UnknownAssistantError,
+    UsageError,
+)
 from nitro_assistants.models import Review, Run
 from nitro_assistants.services import clients
 from nitro_assistants.testing import (
@@ -48,6 +54,39 @@ def test_a_scripted_failure_is_what_the_app_sees() -> None:
     with fake_assistants(down), pytest.raises(ThreadStateError, match="500"):
         services.sync_thread(review_run.thread.pk)
     assert down.called("thread_state") == [{"thread_id": str(review_run.thread.thread_id)}]
+
+
+def test_scripted_errors_are_raised_once_each_in_order_then_the_answers_again() -> None:
+    fake = FakeAssistant(results=[run_result(reply_review("Tuesday?"))])
+    assert fake.fail_next("review", ReviewSupersededError("moved on"), RunError("502")) is fake
+    with pytest.raises(ReviewSupersededError, match="moved on"):
+        fake.review(thread_id="t", reviewer_id="r")
+    with pytest.raises(RunError, match="502"):
+        fake.review(thread_id="t", reviewer_id="r")
+    again = fake.review(thread_id="t", reviewer_id="r")
+    assert again.review is not None and again.review.reply is not None  # the scripted result
+    assert [c["thread_id"] for c in fake.called("review")] == ["t", "t", "t"]  # each recorded
+    assert fake.run(thread_id="t", messages=[]).reply == "ok"  # other methods untouched
+
+
+def test_scripted_errors_come_before_the_standing_ones() -> None:
+    fake = FakeAssistant(raises={"thread_state": ThreadStateError("down")})
+    fake.fail_next("thread_state", ThreadStateError("once"))
+    with pytest.raises(ThreadStateError, match="once"):
+        fake.thread_state(thread_id="t")
+    with pytest.raises(ThreadStateError, match="down"):
+        fake.thread_state(thread_id="t")
+
+
+def test_failing_a_method_the_fake_has_not_is_refused() -> None:
+    fake = FakeAssistant()
+    with pytest.raises(UsageError, match="no method `reveiw`"):
+        fake.fail_next("reveiw", RunError("x"))
+    with pytest.raises(UsageError, match="no method `called`"):
+        fake.fail_next("called", RunError("x"))
+    with pytest.raises(UsageError, match="one exception or more"):
+        fake.fail_next("run")
+    assert fake.failures == {}
 
 
 @pytest.mark.django_db
@@ -89,8 +128,8 @@ def test_the_fake_has_the_parameters_of_the_real_assistant() -> None:
     against calls the real client refuses."""
     methods = [name for name in vars(FakeAssistant) if not name.startswith("_")]
     faked = [name for name in methods if callable(getattr(FakeAssistant, name))]
-    assert "called" in faked
-    for name in (n for n in faked if n != "called"):
+    assert {"called", "fail_next"} <= set(faked)
+    for name in (n for n in faked if n not in ("called", "fail_next")):
         assert parameters(getattr(FakeAssistant, name)) == parameters(getattr(Assistant, name)), (
             name
         )

@@ -11,8 +11,12 @@ it asks for ``no_key``; none on SQLite, which Django drops it for), the related 
 before), the annotations, and ``DoesNotExist`` for a missing row.
 
 It relies on what ``ModelIterable`` itself uses (``compiler.select``/``klass_info``/
-``get_converters``, ``get_related_populators``); a queryset with ``prefetch_related``, deferred
-fields, ``values()`` or known related objects is not supported (none is needed).
+``get_converters``, ``get_related_populators``, ``MAX_GET_RESULTS``): Django internals, which it
+uses only on the Django versions it was verified on (:data:`VERIFIED_DJANGO`, the parity tests of
+tests/core/test_rows.py). On any other version :meth:`Read.get` is the plain
+``build(*values).get(pk=pk)`` it replaces: the same rows, locks and errors, compiled each time. A
+queryset with ``prefetch_related``, deferred fields, ``values()`` or known related objects is not
+supported (none is needed).
 """
 
 from __future__ import annotations
@@ -22,14 +26,27 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+import django
 from django.db import connections, router
 from django.db.models import Field, Model, QuerySet
-from django.db.models.query import MAX_GET_RESULTS, get_related_populators
+from django.db.models import query as django_query
 from django.db.transaction import TransactionManagementError
 
 from nitro_assistants.exceptions import UsageError
 
 M = TypeVar("M", bound=Model)
+
+#: The Django feature releases (major, minor) whose query internals :class:`Read` was verified
+#: against. Read at each call, so a test can force the ORM fallback; add a release here only
+#: with tests/core/test_rows.py passing on it.
+VERIFIED_DJANGO: tuple[tuple[int, int], ...] = ((5, 2),)
+
+
+def compiled_reads() -> bool:
+    """Whether :class:`Read` compiles its queryset once (on a verified Django) rather than
+    running the queryset's own ``get()``."""
+    return tuple(django.VERSION[:2]) in VERIFIED_DJANGO
+
 
 #: Stand-in parameter values the SQL is compiled with, found again among the compiled params.
 _INT_STANDIN = -(2**31) + 7
@@ -127,8 +144,8 @@ class _Plan:
         fields_at = klass_info["select_fields"]
         self.start, self.end = fields_at[0], fields_at[-1] + 1
         self.init_list = [s[0].target.attname for s in select[self.start : self.end]]
-        # Django 5.2 (the supported <6): the stubs describe a later signature with a fetch mode.
-        self.related = get_related_populators(klass_info, select, db)  # type: ignore[call-arg]
+        # Django 5.2 (VERIFIED_DJANGO): the stubs describe a later signature with a fetch mode.
+        self.related = django_query.get_related_populators(klass_info, select, db)  # type: ignore[call-arg]
         self.annotations = list(compiler.annotation_col_map.items())
         self.converters = [
             (pos, convs, expression)
@@ -145,7 +162,9 @@ class Read(Generic[M]):
     ``build`` returns the queryset (the same on every call, apart from the parameters it is
     given); ``params`` are the fields its parameters are compared with (stand-in values are
     generated for them: integer and UUID fields), given in that order to :meth:`get` after the
-    pk. Use one ``Read`` per query shape, made once (at import, or cached)."""
+    pk. Use one ``Read`` per query shape, made once (at import, or cached).
+
+    On a Django release not in :data:`VERIFIED_DJANGO`, :meth:`get` is that ``get()`` itself."""
 
     def __init__(self, build: Callable[..., QuerySet[M]], params: Sequence[Field[Any, Any]] = ()):
         self._build = build
@@ -174,7 +193,7 @@ class Read(Generic[M]):
                 not clone.query.select_for_update
                 or connection.features.supports_select_for_update_with_limit
             ):
-                clone.query.set_limits(high=MAX_GET_RESULTS)  # as QuerySet.get() does
+                clone.query.set_limits(high=django_query.MAX_GET_RESULTS)  # as get() does
             plan = _Plan(clone, [*self._fields, pk_field], db)
             self._plans[connection] = plan
         return plan
@@ -182,6 +201,8 @@ class Read(Generic[M]):
     def get(self, pk: Any, *values: Any) -> M:
         """The row ``pk`` as ``build(*values).get(pk=pk)`` returns it; ``DoesNotExist`` (or
         ``MultipleObjectsReturned``) as that raises it."""
+        if not compiled_reads():
+            return self._build(*values).get(pk=pk)
         db = self._db()
         connection = connections[db]
         plan = self._plan(db)

@@ -44,7 +44,7 @@ from nitro_assistants.client.results import (
     RunResult,
 )
 from nitro_assistants.conf import app_settings
-from nitro_assistants.exceptions import UnknownAssistantError
+from nitro_assistants.exceptions import UnknownAssistantError, UsageError
 
 __all__ = [
     "FakeAssistant",
@@ -128,7 +128,9 @@ class FakeAssistant:
       :attr:`pending`; ``resume_outcome``: :attr:`applied` (``None``: no checkpoint carries the
       resume's metadata, the server applied nothing with it);
     - any method named in :attr:`raises` raises that exception instead (after the call is
-      recorded): ``FakeAssistant(raises={"thread_state": ThreadStateError("down")})``.
+      recorded), every time: ``FakeAssistant(raises={"thread_state": ThreadStateError("down")})``;
+    - :meth:`fail_next` scripts errors for the next calls only, in order, before :attr:`raises`
+      and the answers above: ``fake.fail_next("review", ReviewSupersededError("moved on"))``.
     """
 
     results: list[RunResult] = field(default_factory=list)
@@ -138,13 +140,36 @@ class FakeAssistant:
     state: dict[str, Any] = field(default_factory=lambda: {"values": {"messages": []}})
     raises: dict[str, BaseException] = field(default_factory=dict)
     applied: RunResult | None = None
+    #: Errors :meth:`fail_next` scripted, by method: each raised once, first in first out.
+    failures: dict[str, list[BaseException]] = field(default_factory=dict)
 
     def called(self, name: str) -> list[dict[str, Any]]:
         """The arguments of every call of method ``name``, in order."""
         return [arguments for called, arguments in self.calls if called == name]
 
+    def fail_next(self, name: str, *errors: BaseException) -> FakeAssistant:
+        """The next call of method ``name`` raises ``errors[0]`` (after it is recorded), the one
+        after ``errors[1]``, and so on; once they are used up the method answers as scripted
+        again. Returns the fake::
+
+            fake.fail_next("run", RunError("502 Bad Gateway", transient=True))
+            fake.fail_next("review", ReviewSupersededError("moved on"), ThreadResumptionError("x"))
+
+        A name that is not one of the assistant's methods raises ``UsageError`` (a typo would
+        otherwise script nothing and the test would pass for the wrong reason)."""
+        if name not in _FAKED_METHODS:
+            known = ", ".join(sorted(_FAKED_METHODS))
+            raise UsageError(f"FakeAssistant has no method `{name}` to fail; it has: {known}")
+        if not errors or not all(isinstance(e, BaseException) for e in errors):
+            raise UsageError("fail_next takes the method's name and one exception or more")
+        self.failures.setdefault(name, []).extend(errors)
+        return self
+
     def _record(self, name: str, arguments: dict[str, Any]) -> None:
         self.calls.append((name, arguments))
+        scripted = self.failures.get(name)
+        if scripted:
+            raise scripted.pop(0)
         if name in self.raises:
             raise self.raises[name]
 
@@ -316,6 +341,15 @@ class FakeAssistant:
     def resume_outcome(self, thread_id: str, metadata: Mapping[str, Any]) -> RunResult | None:
         self._record("resume_outcome", {"thread_id": thread_id, "metadata": dict(metadata)})
         return self.applied
+
+
+#: The fake's stand-ins for the assistant's methods (the ones :meth:`FakeAssistant.fail_next`
+#: may script), not its own helpers.
+_FAKED_METHODS = frozenset(
+    name
+    for name, value in vars(FakeAssistant).items()
+    if callable(value) and not name.startswith("_") and name not in ("called", "fail_next")
+)
 
 
 @contextmanager

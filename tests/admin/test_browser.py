@@ -25,6 +25,7 @@ SCRIPT = "<script>window.__xss = 1</script>"
 IMG = '"><img src=x onerror="window.__xss = 2; alert(2)">'
 
 pytestmark = [
+    pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
 ]

@@ -14,7 +14,7 @@ from tests.admin.test_browser import browser, page, real_server, shot, static_ro
 
 __all__ = ["browser", "page", "real_server", "static_root"]  # fixtures
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.server]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.server]
 
 
 def start(graph: str) -> Review:

@@ -25,6 +25,7 @@ DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 QUEUE = "/admin/nitro_assistants/review/"
 
 pytestmark = [
+    pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
 ]

@@ -32,6 +32,7 @@ DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 CUSTOMER = {"customer": {"name": "Jane Doe"}, "phone": "+1 555 0100", "order_id": 1234}
 
 pytestmark = [
+    pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
 ]

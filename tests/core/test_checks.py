@@ -135,3 +135,71 @@ def test_a_weak_or_shared_audit_key_is_warned_of(
     settings: Any, key: str | None, expected: list[str]
 ) -> None:
     assert ids(settings, AUDIT_KEY=settings.SECRET_KEY if key is None else key) == expected
+
+
+# -- the database: PostgreSQL or SQLite (issue 35) --------------------------------------------------
+
+#: pytest-django blocks this module's database access (no ``django_db`` mark): a check that
+#: connected would fail these tests; and neither MySQL's nor Oracle's driver is installed, so one
+#: that imported the backend would too.
+OVERRIDING_DATABASES = pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+
+
+class ToLegacy:
+    """A host's router that keeps nitro_assistants' models on the ``legacy`` alias."""
+
+    def db_for_read(self, model: Any, **hints: Any) -> str | None:
+        return "legacy" if model._meta.app_label == "nitro_assistants" else None
+
+    db_for_write = db_for_read
+
+
+def database_errors(settings: Any, **databases: dict[str, Any]) -> list[Any]:
+    settings.DATABASES = {**settings.DATABASES, **databases}
+    return [m for m in check_settings() if m.id == "nitro_assistants.E018"]
+
+
+@OVERRIDING_DATABASES
+@pytest.mark.parametrize(
+    ("engine", "vendor"),
+    [
+        ("django.db.backends.mysql", "mysql"),  # MariaDB too: Django's vendor for both
+        ("django.db.backends.oracle", "oracle"),
+        ("django.contrib.gis.db.backends.mysql", "mysql"),
+    ],
+)
+def test_an_unsupported_database_fails_the_check_without_connecting(
+    settings: Any, engine: str, vendor: str
+) -> None:
+    [error] = database_errors(settings, default={"ENGINE": engine, "NAME": "nitro"})
+    assert error.msg == (
+        f"DATABASES['default'] is a {vendor} database ({engine}): nitro_assistants supports "
+        "only PostgreSQL and SQLite."
+    )
+    assert "PostgreSQL (14 or later) or SQLite (3.35 or later)" in error.hint
+    assert "DATABASE_ROUTERS" in error.hint
+    assert ids(settings) == ["nitro_assistants.E018"]
+
+
+@OVERRIDING_DATABASES
+@pytest.mark.parametrize(
+    "engine",
+    [
+        "django.db.backends.postgresql",
+        "django.db.backends.sqlite3",
+        "django.contrib.gis.db.backends.postgis",
+        "django.contrib.gis.db.backends.spatialite",
+    ],
+)
+def test_postgresql_and_sqlite_pass(settings: Any, engine: str) -> None:
+    assert database_errors(settings, default={"ENGINE": engine, "NAME": "nitro"}) == []
+
+
+@OVERRIDING_DATABASES
+def test_only_the_databases_the_apps_models_are_routed_to_are_checked(settings: Any) -> None:
+    """A host may keep other apps on MySQL; nitro_assistants' models must not be there."""
+    legacy = {"ENGINE": "django.db.backends.mysql", "NAME": "legacy"}
+    assert database_errors(settings, legacy=legacy) == []
+    settings.DATABASE_ROUTERS = [f"{__name__}.ToLegacy"]
+    [error] = database_errors(settings, legacy=legacy)
+    assert error.msg.startswith("DATABASES['legacy'] is a mysql database")

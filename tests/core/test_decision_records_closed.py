@@ -28,18 +28,13 @@ def test_a_decision_that_never_ran_is_recorded_with_why(
     outcome: str,
     fake_assistant: FakeAssistant,
     enqueued: list[Any],
-    monkeypatch: pytest.MonkeyPatch,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     review = ReviewFactory()
     decision = services.decide(
         review, None, {"tool_calls": [{"id": "call_1", "action": "approve"}]}
     )
-
-    def refuse(**kwargs: Any) -> None:
-        raise error
-
-    monkeypatch.setattr(fake_assistant, "review", refuse)
+    fake_assistant.fail_next("review", error)
     with django_capture_on_commit_callbacks(execute=True):
         services.execute_resume(decision.pk)
     record = Event.objects.get(verb="decision_recorded", review=review).data

@@ -90,24 +90,16 @@ def test_transient_errors_propagate_and_others_fail_the_run(
     fake_assistant: FakeAssistant,
     enqueued: list[Any],
     signal_log: list[Any],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     run = services.start_run("walkthrough", "hello")
-
-    def down(**kwargs: Any) -> None:
-        raise RunError("connection refused", transient=True)  # type: ignore[call-arg]
-
-    monkeypatch.setattr(fake_assistant, "run", down)
+    fake_assistant.fail_next("run", RunError("connection refused", transient=True))  # type: ignore[call-arg]
     with pytest.raises(RunError):
         services.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING
     assert sent(signal_log, "run_failed") == []
 
-    def refused(**kwargs: Any) -> None:
-        raise RunError("422: assistant not found", transient=False)  # type: ignore[call-arg]
-
-    monkeypatch.setattr(fake_assistant, "run", refused)
+    fake_assistant.fail_next("run", RunError("422: assistant not found", transient=False))  # type: ignore[call-arg]
     with django_capture_on_commit_callbacks(execute=True):
         services.execute_run(run.pk)
     run.refresh_from_db()
@@ -211,17 +203,12 @@ def test_stale_resume_supersedes_the_review(
     fake_assistant: FakeAssistant,
     enqueued: list[Any],
     signal_log: list[Any],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     review = ReviewFactory()
     decision = services.decide(
         review, None, {"tool_calls": [{"id": "call_1", "action": "approve"}]}
     )
-
-    def stale(**kwargs: Any) -> None:
-        raise ReviewSupersededError("no longer paused")
-
-    monkeypatch.setattr(fake_assistant, "review", stale)
+    fake_assistant.fail_next("review", ReviewSupersededError("no longer paused"))
     with django_capture_on_commit_callbacks(execute=True):
         services.execute_resume(decision.pk)
     decision.refresh_from_db()
@@ -236,17 +223,12 @@ def test_a_resume_the_server_applied_is_recorded_applied_though_its_stream_showe
     fake_assistant: FakeAssistant,
     enqueued: list[Any],
     signal_log: list[Any],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     review = ReviewFactory()
     decision = services.decide(
         review, None, {"tool_calls": [{"id": "call_1", "action": "approve"}]}
     )
-
-    def cut(**kwargs: Any) -> None:
-        raise ReviewSupersededError("no update in the stream")
-
-    monkeypatch.setattr(fake_assistant, "review", cut)
+    fake_assistant.fail_next("review", ReviewSupersededError("no update in the stream"))
     fake_assistant.applied = run_result(
         reply_review()
     )  # a checkpoint carries the decision's metadata
@@ -265,17 +247,13 @@ def test_a_resume_the_server_applied_is_recorded_applied_though_its_stream_showe
 
 
 def test_a_resume_that_applied_nothing_while_its_pause_is_pending_is_retried(
-    fake_assistant: FakeAssistant, enqueued: list[Any], monkeypatch: pytest.MonkeyPatch
+    fake_assistant: FakeAssistant, enqueued: list[Any]
 ) -> None:
     review = ReviewFactory()
     decision = services.decide(
         review, None, {"tool_calls": [{"id": "call_1", "action": "approve"}]}
     )
-
-    def unanswered(**kwargs: Any) -> None:
-        raise ReviewSupersededError("no update in the stream")
-
-    monkeypatch.setattr(fake_assistant, "review", unanswered)
+    fake_assistant.fail_next("review", ReviewSupersededError("no update in the stream"))
     fake_assistant.pending = tool_review(review.interrupt_ids[0])  # still pending on the server
     with pytest.raises(ThreadResumptionError, match="still pending") as caught:
         services.execute_resume(decision.pk)

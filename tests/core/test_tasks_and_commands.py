@@ -36,11 +36,8 @@ def test_run_task_retries_transient_errors_then_fails_the_run(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     run = services.start_run("walkthrough", "hello")
-
-    def down(**kwargs: Any) -> None:
-        raise RunError("502 Bad Gateway", transient=True)  # type: ignore[call-arg]
-
-    monkeypatch.setattr(fake_assistant, "run", down)
+    # Down for the whole test: the retried attempt and the last one both get the 502.
+    fake_assistant.raises["run"] = RunError("502 Bad Gateway", transient=True)  # type: ignore[call-arg]
     scheduled: list[dict[str, Any]] = []
 
     def retry(**kwargs: Any) -> Retry:
@@ -63,14 +60,10 @@ def test_run_task_retries_transient_errors_then_fails_the_run(
 
 @pytest.mark.django_db
 def test_run_task_does_not_retry_other_errors(
-    fake_assistant: FakeAssistant, enqueued: list[Any], monkeypatch: pytest.MonkeyPatch
+    fake_assistant: FakeAssistant, enqueued: list[Any]
 ) -> None:
     run = services.start_run("walkthrough", "hello")
-
-    def broken(**kwargs: Any) -> None:
-        raise ValueError("a bug, not an outage")
-
-    monkeypatch.setattr(fake_assistant, "run", broken)
+    fake_assistant.fail_next("run", ValueError("a bug, not an outage"))
     outcome = tasks.run_thread.apply(args=(str(run.pk),))
     # Not retried, and not left running for requeue_stale to resend forever: failed, by type.
     assert outcome.result == "failed"

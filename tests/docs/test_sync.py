@@ -13,6 +13,7 @@ import ast
 import dataclasses
 import inspect
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,9 @@ from django.dispatch import Signal
 from django.test import Client
 
 from nitro_assistants import signals, tasks
+from nitro_assistants.checks import SUPPORTED_VENDORS
 from nitro_assistants.conf import AppSettings
+from nitro_assistants.services.rows import VERIFIED_DJANGO
 from tests.docs.markdown import DOCS, ROOT, all_blocks, code_names, section, table_rows
 
 README = ROOT / "README.md"
@@ -488,3 +491,27 @@ def test_the_api_lists_answer_with_keys_the_docs_name(client: Client) -> None:
     assert keys <= named, f"{rel(API)} does not name the list keys {sorted(keys - named)}"
     listing = section(API, "Listing reviews")
     assert "`items`" in listing and "`next`" in listing
+
+
+# -- supported versions (issue 35) ----------------------------------------------------------------
+
+
+def test_the_supported_versions_are_the_same_in_the_readme_pyproject_and_the_code() -> None:
+    """README "Supported versions", the classifiers, the tested pin, the compiled reads' guard
+    and check E018 say the same Python, Django and databases."""
+    rows = {cells[0]: cells[1] for cells in table_rows(section(README, "Supported versions"))}
+    assert set(rows) == {"Python", "Django", "PostgreSQL", "SQLite"}, rows
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    classifiers = project["classifiers"]
+    pythons = [
+        c.rsplit(" :: ", 1)[1] for c in classifiers if re.fullmatch(r".*Python :: 3\.\d+", c)
+    ]
+    djangos = [c.rsplit(" :: ", 1)[1] for c in classifiers if re.fullmatch(r".*Django :: \d.*", c)]
+    assert rows["Python"] == ", ".join(pythons), (rows["Python"], pythons)
+    assert rows["Django"] == ", ".join(djangos), (rows["Django"], djangos)
+    assert djangos == [".".join(map(str, release)) for release in VERIFIED_DJANGO]
+    assert project["requires-python"] == f">={pythons[0]}"
+    assert f'"Django>={djangos[0]}"' in (ROOT / "pyproject.toml").read_text()
+    pinned = re.search(r"^Django==(\d+\.\d+)\.", (ROOT / "requirements.txt").read_text(), re.M)
+    assert pinned is not None and pinned.group(1) in djangos
+    assert set(SUPPORTED_VENDORS.values()) == {"PostgreSQL", "SQLite"}

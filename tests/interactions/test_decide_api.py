@@ -496,26 +496,20 @@ def test_a_decision_sends_nothing_to_the_server_in_the_request_and_a_repeat_is_t
     api: Api,
     interaction: Any,
     fake: Any,
-    monkeypatch: pytest.MonkeyPatch,
     run_tasks_inline: list[Any],
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     """The decision is stored and its delivery queued; the web request never waits on the
     Assistants server (a server that is down costs the reviewer nothing), and sending the same
     decision again (after a timeout, a double click) answers the same decision."""
-    called: list[str] = []
-
-    def down(**kwargs: Any) -> None:
-        called.append("thread_state")
-        raise NitroAssistantsError("connection refused", transient=True)
-
-    monkeypatch.setattr(fake, "thread_state", down)
+    # The server is down for the whole test: every thread_state call would raise.
+    fake.raises["thread_state"] = NitroAssistantsError("connection refused", transient=True)
     review = interaction("question", QUESTIONS)
     body = {"decision": "answer", "answers": [{"questionId": "day", "optionIds": ["tue"]}]}
     with django_capture_on_commit_callbacks(execute=False):
         first = api.decide(review, body)
     assert first.status_code == 200 and first.json()["status"] == "answered"
-    assert called == []  # nothing asked of the server inside the request
+    assert fake.called("thread_state") == []  # nothing asked of the server inside the request
     decision = Decision.objects.get(review=review)
     assert decision.outcome == Decision.Outcome.PENDING
     with django_capture_on_commit_callbacks(execute=True):

@@ -4,6 +4,9 @@ fits the document."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,7 +28,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from nitro_assistants.api.errors import CODES
-from nitro_assistants.models import Decision
+from nitro_assistants.models import Decision, Review
 from tests.admin.conftest import make_reply_review, make_tool_review
 from tests.interactions.conftest import BLUEPRINT, QUESTIONS, plan, step
 
@@ -133,12 +136,10 @@ def test_the_document_is_openapi_3_1_and_served(client: Any) -> None:
 
 
 #: The sessions' endpoints in two runs of their own, as the reviews' below: the decide endpoint
-#: gets every example of one, so that decisions aimed at the real session reach its conflicts
-#: whatever the run draws (80 examples shared by four endpoints once reached no 409).
-SESSION_RUNS = {
-    "reads": (False, 80, {200, 400, 404}),
-    "decide": (True, 80, {400, 404, 409}),
-}
+#: gets every example of one, so that its checks see decisions aimed at the real session. Which
+#: status codes the draws reach is not asserted (CI failed on that more than once): every code
+#: a test must see is reached by a directed case (``DIRECTED`` below).
+SESSION_RUNS = {"reads": (False, 80), "decide": (True, 80)}
 
 
 @pytest.mark.parametrize("part", list(SESSION_RUNS))
@@ -159,7 +160,7 @@ def test_schemathesis_finds_no_server_error_and_only_enveloped_errors(
     ]
     session = str(reviews[0].thread.thread_id)
     # The reviews endpoints have a run of their own (below), with reviews of every kind.
-    deciding, examples, reached = SESSION_RUNS[part]
+    deciding, examples = SESSION_RUNS[part]
     schema = schemathesis.openapi.from_wsgi(OPENAPI, WSGIHandler()).exclude(path_regex="^/reviews")
     schema = (schema.include if deciding else schema.exclude)(path_regex="/decide$")
     cases = st.one_of(
@@ -173,7 +174,6 @@ def test_schemathesis_finds_no_server_error_and_only_enveloped_errors(
         content_type_conformance,
         response_schema_conformance,
     ]
-    seen: set[int] = set()
 
     @hypothesis_settings(
         max_examples=examples,
@@ -193,19 +193,17 @@ def test_schemathesis_finds_no_server_error_and_only_enveloped_errors(
             if isinstance(case.body, dict) and case.body.get("revision") == 1:
                 case.body["digest"] = real.digest
         extra = [negative_data_rejected_as_sent] if case.meta.generation.mode.is_negative else []
-        response = case.call_and_validate(
+        case.call_and_validate(
             headers={**(case.headers or {}), "Authorization": f"Bearer {key}"},
             checks=checks + extra,
         )
-        seen.add(response.status_code)
 
     run()
-    assert reached <= seen, seen
 
 
 #: The reviews endpoints in two runs of their own: the decide endpoint gets every example of
 #: one (with three endpoints sharing 150, a run could reach only ten or so decisions aimed at a
-#: review of their kind, and miss either a decision that goes through or a conflict).
+#: review of their kind). The codes reached are not asserted: see ``DIRECTED``.
 REVIEW_RUNS = {
     "reads": ("^/reviews(/[{]reviewId[}])?$", 100),
     "decide": ("^/reviews/[{]reviewId[}]/decide$", 150),
@@ -248,7 +246,6 @@ def test_schemathesis_on_the_reviews_endpoints_reaches_decisions_of_every_kind(
         content_type_conformance,
         response_schema_conformance,
     ]
-    seen: dict[str, set[int]] = {}
 
     @hypothesis_settings(
         max_examples=examples,
@@ -286,19 +283,12 @@ def test_schemathesis_on_the_reviews_endpoints_reaches_decisions_of_every_kind(
                 if isinstance(calls, list) and calls and isinstance(calls[0], dict):
                     calls[0]["id"] = "call_1"  # the held call's id: a decision that may fit
         extra = [negative_data_rejected_as_sent] if negative else []
-        response = case.call_and_validate(
+        case.call_and_validate(
             headers={**(case.headers or {}), "Authorization": f"Bearer {key}"},
             checks=checks + extra,
         )
-        seen.setdefault(case.operation.path, set()).add(response.status_code)
 
     run()
-    if part == "reads":
-        assert {200, 400} <= seen["/reviews"], seen
-        assert {200, 404} <= seen["/reviews/{reviewId}"], seen
-    else:
-        assert {200, 400, 404, 409} <= seen["/reviews/{reviewId}/decide"], seen
-        assert Decision.objects.filter(review__kind__in=["tool_calls", "reply"]).exists()
 
 
 def test_schemathesis_on_dismiss_finds_no_server_error_and_conforms(
@@ -315,7 +305,6 @@ def test_schemathesis_on_dismiss_finds_no_server_error_and_conforms(
         content_type_conformance,
         response_schema_conformance,
     ]
-    seen: set[int] = set()
 
     @hypothesis_settings(
         max_examples=30,
@@ -331,13 +320,177 @@ def test_schemathesis_on_dismiss_finds_no_server_error_and_conforms(
     def run(case: Any, real: Any) -> None:
         if real is not None:
             case.path_parameters["reviewId"] = real.pk
-        response = case.call_and_validate(
+        case.call_and_validate(
             headers={**(case.headers or {}), "Authorization": f"Bearer {key}"}, checks=checks
         )
-        seen.add(response.status_code)
 
     run()
-    assert {200, 404, 409} <= seen, seen
+
+
+# -- directed cases: each status code a run above used to hope to draw ------------------------------
+
+
+@dataclass
+class World:
+    """What a directed request aims at: a session with a question, a held tool call, a drafted
+    reply and a tool call already decided, all of which the key's user may decide."""
+
+    session: str
+    question: Review
+    tool: Review
+    reply: Review
+    decided: Review
+
+
+def shown(review: Review, **body: Any) -> dict[str, Any]:
+    return {"revision": review.revision, "digest": review.digest, **body}
+
+
+ANSWER = {"decision": "answer", "answers": [{"questionId": "day", "optionIds": ["tue"]}]}
+APPROVE_CALL = {"tool_calls": [{"id": "call_1", "action": "approve"}]}
+UNKNOWN_REVIEW = 2**31 - 1
+SESSION_DECIDE = "/sessions/{sessionId}/interactions/{interactionId}/decide"
+
+#: name -> (path, method, the status it must get, the request: Case(...) arguments).
+DIRECTED: dict[str, tuple[str, str, int, Callable[[World], dict[str, Any]]]] = {
+    "a session's interactions": (
+        "/sessions/{sessionId}/interactions", "GET", 200,
+        lambda w: {"path_parameters": {"sessionId": w.session}},
+    ),
+    "an unknown session's interactions": (
+        "/sessions/{sessionId}/interactions", "GET", 404,
+        lambda w: {"path_parameters": {"sessionId": str(uuid.UUID(int=7))}},
+    ),
+    "an interaction": (
+        "/sessions/{sessionId}/interactions/{interactionId}", "GET", 200,
+        lambda w: {"path_parameters": {"sessionId": w.session, "interactionId": "q"}},
+    ),
+    "a session's events after a negative cursor": (
+        "/sessions/{sessionId}/events", "GET", 400,
+        lambda w: {"path_parameters": {"sessionId": w.session}, "query": {"after": -1}},
+    ),
+    "an answer to the question": (
+        SESSION_DECIDE, "POST", 200,
+        lambda w: {
+            "path_parameters": {"sessionId": w.session, "interactionId": "q"},
+            "body": shown(w.question, **ANSWER),
+        },
+    ),
+    "a decision the question does not take": (
+        SESSION_DECIDE, "POST", 400,
+        lambda w: {
+            "path_parameters": {"sessionId": w.session, "interactionId": "q"},
+            "body": shown(w.question, decision="accept"),
+        },
+    ),
+    "a decision on an unknown interaction": (
+        SESSION_DECIDE, "POST", 404,
+        lambda w: {
+            "path_parameters": {"sessionId": w.session, "interactionId": "nope"},
+            "body": shown(w.question, **ANSWER),
+        },
+    ),
+    "an answer to another revision of the question": (
+        SESSION_DECIDE, "POST", 409,
+        lambda w: {
+            "path_parameters": {"sessionId": w.session, "interactionId": "q"},
+            "body": {**shown(w.question, **ANSWER), "revision": w.question.revision + 1},
+        },
+    ),
+    "the reviews": ("/reviews", "GET", 200, lambda w: {}),
+    "the reviews past the page limit": ("/reviews", "GET", 400, lambda w: {"query": {"limit": 201}}),
+    "a review": (
+        "/reviews/{reviewId}", "GET", 200, lambda w: {"path_parameters": {"reviewId": w.tool.pk}}
+    ),
+    "an unknown review": (
+        "/reviews/{reviewId}", "GET", 404,
+        lambda w: {"path_parameters": {"reviewId": UNKNOWN_REVIEW}},
+    ),
+    "an approved tool call": (
+        "/reviews/{reviewId}/decide", "POST", 200,
+        lambda w: {"path_parameters": {"reviewId": w.tool.pk}, "body": shown(w.tool, **APPROVE_CALL)},
+    ),
+    "an approved reply": (
+        "/reviews/{reviewId}/decide", "POST", 200,
+        lambda w: {
+            "path_parameters": {"reviewId": w.reply.pk},
+            "body": shown(w.reply, reply={"action": "approve"}),
+        },
+    ),
+    "a decision on a call the review does not hold": (
+        "/reviews/{reviewId}/decide", "POST", 400,
+        lambda w: {
+            "path_parameters": {"reviewId": w.tool.pk},
+            "body": shown(w.tool, tool_calls=[{"id": "call_9", "action": "approve"}]),
+        },
+    ),
+    "a decision on an unknown review": (
+        "/reviews/{reviewId}/decide", "POST", 404,
+        lambda w: {"path_parameters": {"reviewId": UNKNOWN_REVIEW}, "body": shown(w.tool, **APPROVE_CALL)},
+    ),
+    "a decision on another digest": (
+        "/reviews/{reviewId}/decide", "POST", 409,
+        lambda w: {
+            "path_parameters": {"reviewId": w.tool.pk},
+            "body": {**shown(w.tool, **APPROVE_CALL), "digest": "0" * 64},
+        },
+    ),
+    "a dismissed review": (
+        "/reviews/{reviewId}/dismiss", "POST", 200,
+        lambda w: {"path_parameters": {"reviewId": w.tool.pk}},
+    ),
+    "an unknown review dismissed": (
+        "/reviews/{reviewId}/dismiss", "POST", 404,
+        lambda w: {"path_parameters": {"reviewId": UNKNOWN_REVIEW}},
+    ),
+    "a decided review dismissed": (
+        "/reviews/{reviewId}/dismiss", "POST", 409,
+        lambda w: {"path_parameters": {"reviewId": w.decided.pk}},
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(DIRECTED))
+def test_each_status_code_is_reached_by_a_directed_request_that_fits_the_document(
+    name: str,
+    interaction: Any,
+    opener: Any,
+    key: str,
+    grant: Any,
+    settings: Any,
+    fake: Any,
+    registered_operations: Any,
+    run_tasks_inline: Any,
+) -> None:
+    """Every status code the runs above exercise (200, 400, 404, 409 on each endpoint) by a
+    request sent on purpose, checked as they check theirs: no server error, the envelope, the
+    documented status, content type and schema."""
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "API_RATE_LIMIT": 0}
+    grant(opener, "nitro_assistants.decide_review")
+    question = interaction("question", QUESTIONS, interaction_id="q")
+    world = World(
+        session=str(question.thread.thread_id),
+        question=question,
+        tool=make_tool_review(),
+        reply=make_reply_review(),
+        decided=make_tool_review(status=Review.Status.DECIDED),
+    )
+    path, method, status, request = DIRECTED[name]
+    operation = schemathesis.openapi.from_wsgi(OPENAPI, WSGIHandler())[path][method]
+    case = operation.Case(**request(world))
+    response = case.call_and_validate(
+        headers={"Authorization": f"Bearer {key}"},
+        checks=[
+            not_a_server_error,
+            error_envelope,
+            status_code_conformance,
+            content_type_conformance,
+            response_schema_conformance,
+        ],
+    )
+    assert response.status_code == status, response.text
+    if status == 200 and method == "POST" and "decide" in path:
+        assert Decision.objects.count() == 1
 
 
 def test_session_without_credentials_is_401_in_the_envelope(client: Any) -> None:
