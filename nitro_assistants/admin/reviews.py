@@ -466,7 +466,7 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             .first()
         )
         pending = review.status == Review.Status.PENDING
-        conversation = held_conversation(review)
+        conversation = held_conversation(review, decision)
         return {
             **self.admin_site.each_context(request),
             "opts": self.opts,

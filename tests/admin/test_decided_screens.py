@@ -1,0 +1,100 @@
+"""What a review screen says once its review moves on (issue 40, items 2-4), read from the
+rendered HTML and the live poll's JSON: the heading, the tab's title and the thread's state
+agree with the status; each held call is badged with what was decided on it; a plan approves in
+one click and a chosen option means Answer."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from nitro_assistants.models import Review
+from tests.admin.conftest import MOVE_ARGS, make_tool_review, review_url
+from tests.admin.test_reading_browser import crm_operations
+
+__all__ = ["crm_operations"]
+from tests.factories import DecisionFactory
+
+pytestmark = pytest.mark.django_db
+LIVE = reverse("admin:nitro_assistants_review_live")
+
+
+def text_of(html: str, pattern: str) -> str:
+    found = re.search(pattern, html, re.S)
+    assert found, pattern
+    return re.sub(r"<[^>]+>", "", found.group(1)).strip()
+
+
+def decided(review: Review, status: str, **decision: Any) -> Review:
+    Review.objects.filter(pk=review.pk).update(status=status)
+    DecisionFactory(review=review, **decision)
+    return Review.objects.get(pk=review.pk)
+
+
+# -- item 3: a decided call is badged with its decision ------------------------------------------
+
+TWO_CALLS = [
+    {
+        "id": f"call_{n}",
+        "name": name,
+        "args": dict(MOVE_ARGS),
+        "allowed_decisions": ["approve", "edit", "reject", "respond"],
+    }
+    for n, name in enumerate(["reschedule_appointment", "notify_customer", "cancel_order"], 1)
+]
+
+
+def badges(html: str) -> list[str]:
+    return [
+        re.sub(r"<[^>]+>", "", b).strip()
+        for b in re.findall(
+            r'<div class="nitro-call nitro-call-held">\s*<div>(.*?)</div>', html, re.S
+        )
+    ]
+
+
+def test_a_pending_review_badges_its_calls_held_for_review(reviewer_client: Client) -> None:
+    review = make_tool_review(TWO_CALLS)
+    html = reviewer_client.get(review_url(review)).content.decode()
+    assert badges(html) == [
+        "reschedule_appointment held for review",
+        "notify_customer held for review",
+        "cancel_order held for review",
+    ]
+
+
+def test_a_decided_review_badges_each_call_with_what_was_decided(reviewer_client: Client) -> None:
+    review = decided(
+        make_tool_review(TWO_CALLS),
+        Review.Status.APPLIED,
+        tool_calls=[
+            {"id": "call_1", "action": "edit", "args": {**MOVE_ARGS, "day": "Friday"}},
+            {"id": "call_2", "action": "approve"},
+            {"id": "call_3", "action": "reject", "message": "Not this one."},
+        ],
+    )
+    html = reviewer_client.get(review_url(review)).content.decode()
+    assert badges(html) == [
+        "reschedule_appointment edited",
+        "notify_customer approved",
+        "cancel_order rejected",
+    ]
+    assert "held for review" not in html
+    respond = decided(
+        make_tool_review(),
+        Review.Status.DECIDED,
+        tool_calls=[{"id": "call_1", "action": "respond", "message": "Done by hand."}],
+    )
+    assert badges(reviewer_client.get(review_url(respond)).content.decode()) == [
+        "reschedule_appointment responded"
+    ]
+
+
+def test_a_superseded_review_badges_its_calls_with_its_status(reviewer_client: Client) -> None:
+    review = make_tool_review(status=Review.Status.SUPERSEDED)
+    html = reviewer_client.get(review_url(review)).content.decode()
+    assert badges(html) == ["reschedule_appointment superseded"]
