@@ -13,8 +13,8 @@ from django.test import Client
 from django.urls import reverse
 
 from nitro_assistants.models import Decision, Review, Thread
-from tests.admin.conftest import MOVE_ARGS, make_tool_review, review_url
-from tests.admin.test_reading_browser import crm_operations
+from tests.admin.conftest import MOVE_ARGS, make_tool_review, review_url, stamp
+from tests.admin.test_reading_browser import VISIT_PLAN, ask, crm_operations
 
 __all__ = ["crm_operations"]
 from tests.factories import DecisionFactory
@@ -140,3 +140,74 @@ def test_a_superseded_review_badges_its_calls_with_its_status(reviewer_client: C
     review = make_tool_review(status=Review.Status.SUPERSEDED)
     html = reviewer_client.get(review_url(review)).content.decode()
     assert badges(html) == ["reschedule_appointment superseded"]
+
+
+# -- item 4: a plan approves in one click, a chosen option means Answer ---------------------------
+
+
+def test_a_plan_has_a_one_click_approve_plan_button_that_approves_it(
+    reviewer_client: Client, crm_operations: None
+) -> None:
+    review = ask("plan", VISIT_PLAN, title="Move the visit", summary="Because she asked.")
+    response = reviewer_client.get(review_url(review))
+    html = response.content.decode()
+    assert 'name="_approve" value="Approve plan"' in html
+    assert "<dt><kbd>a</kbd></dt><dd>Approve plan: decide and submit at once</dd>" in html
+    # The steps' fields as the screen shows them; no decision chosen: the button says it.
+    shown = {
+        step.add_prefix(name): step.initial.get(name)
+        for step in response.context["form"].steps
+        for name in step.fields
+        if step.initial.get(name) is not None
+    }
+    response = reviewer_client.post(
+        review_url(review), {**stamp(review), **shown, "_approve": "Approve plan"}
+    )
+    assert response.status_code == 302, response.content.decode()
+    decision = Decision.objects.get(review=review)
+    assert decision.answer["decision"] == "approve"
+
+
+def test_a_plan_with_problems_has_no_one_click_approval(reviewer_client: Client) -> None:
+    review = ask("plan", VISIT_PLAN, title="Move the visit", summary="Because she asked.")
+    Review.objects.filter(pk=review.pk).update(
+        payload={**review.payload, "problems": ["Step move: unknown operation"]}
+    )
+    html = reviewer_client.get(review_url(review)).content.decode()
+    assert 'name="_approve"' not in html
+
+
+QUESTIONS = [
+    {
+        "questionId": "day",
+        "prompt": "Which day suits Jane?",
+        "input": "single_select",
+        "options": [
+            {"optionId": "thu", "label": "Thursday"},
+            {"optionId": "fri", "label": "Friday"},
+        ],
+        "allowOther": False,
+        "multiple": False,
+        "optional": False,
+    }
+]
+
+
+def test_a_question_answered_without_choosing_answer_is_answered(reviewer_client: Client) -> None:
+    review = ask("question", QUESTIONS, title="Pick a day", summary="She is flexible.")
+    response = reviewer_client.post(
+        review_url(review), {**stamp(review), "q-0-options": "fri", "_decide": "1"}
+    )
+    assert response.status_code == 302, response.content.decode()
+    answer = Decision.objects.get(review=review).answer
+    assert answer["decision"] == "answer"
+    assert answer["answers"] == [{"questionId": "day", "optionIds": ["fri"]}]
+
+
+def test_a_question_with_nothing_chosen_still_asks_for_a_decision(
+    reviewer_client: Client,
+) -> None:
+    review = ask("question", QUESTIONS, title="Pick a day", summary="She is flexible.")
+    response = reviewer_client.post(review_url(review), {**stamp(review), "_decide": "1"})
+    assert response.status_code == 400
+    assert not Decision.objects.filter(review=review).exists()

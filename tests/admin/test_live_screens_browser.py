@@ -18,7 +18,7 @@ from nitro_assistants.services.lifecycle import transition
 from tests.admin.conftest import make_tool_review
 from tests.admin.test_browser import shot
 from tests.admin.test_inbox_browser import QUEUE, browser, fast_polls, jane, login, static_root
-from tests.admin.test_reading_browser import crm_operations
+from tests.admin.test_reading_browser import VISIT_PLAN, ask, crm_operations
 
 __all__ = ["browser", "crm_operations", "fast_polls", "jane", "login", "static_root"]
 
@@ -76,3 +76,54 @@ def test_heading_title_and_thread_state_follow_the_live_status(
     assert heading.inner_text() == applied
     assert page.locator("#nitro-thread-status").inner_text() == "idle"
     assert f"| {applied} |" in page.title()
+
+
+def test_a_plan_is_approved_by_the_key_a(
+    login: Any, live_server: Any, jane: Any, crm_operations: None
+) -> None:
+    review = ask("plan", VISIT_PLAN, title="Move the visit", summary="Because she asked.")
+    page = login(jane)
+    page.goto(f"{live_server.url}{QUEUE}{review.pk}/review/")
+    assert page.locator("input[name='_approve']").get_attribute("value") == "Approve plan"
+    shots(page, "plan_approve_button")
+    page.keyboard.press("a")
+    page.wait_for_selector("text=Decision recorded on review")
+    assert Decision.objects.get(review=review).answer["decision"] == "approve"
+
+
+QUESTIONS = [
+    {
+        "questionId": "day",
+        "prompt": "Which day suits Jane?",
+        "input": "single_select",
+        "options": [
+            {"optionId": "thu", "label": "Thursday"},
+            {"optionId": "fri", "label": "Friday"},
+        ],
+        "allowOther": True,
+        "multiple": False,
+        "optional": False,
+    }
+]
+
+
+def test_choosing_a_questions_option_chooses_answer(
+    login: Any, live_server: Any, jane: Any
+) -> None:
+    review = ask("question", QUESTIONS, title="Pick a day", summary="She is flexible.")
+    page = login(jane)
+    page.goto(f"{live_server.url}{QUEUE}{review.pk}/review/")
+    answer = page.locator("input[name='interaction-decision'][value='answer']")
+    assert not answer.is_checked()
+    page.get_by_label("Friday").check()
+    assert answer.is_checked()
+    shots(page, "question_option_answers")
+    # Dismiss chosen, then an option chosen again: the option means Answer once more.
+    page.check("input[name='interaction-decision'][value='cancel']")
+    page.get_by_label("Thursday").check()
+    assert answer.is_checked()
+    page.click("input[name='_decide']")
+    page.wait_for_selector("text=Decision recorded on review")
+    recorded = Decision.objects.get(review=review).answer
+    assert recorded["decision"] == "answer"
+    assert recorded["answers"] == [{"questionId": "day", "optionIds": ["thu"]}]
