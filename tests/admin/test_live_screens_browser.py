@@ -12,13 +12,16 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from nitro_assistants import rules
+from nitro_assistants import rules, services
 from nitro_assistants.models import Decision, Review, Thread
 from nitro_assistants.services.lifecycle import transition
+from nitro_assistants.services.mirror import mirror_pending
 from tests.admin.conftest import make_tool_review
 from tests.admin.test_browser import shot
+from tests.admin.test_claims import pause
 from tests.admin.test_inbox_browser import QUEUE, browser, fast_polls, jane, login, static_root
 from tests.admin.test_reading_browser import VISIT_PLAN, ask, crm_operations
+from tests.factories import ThreadFactory
 
 __all__ = ["browser", "crm_operations", "fast_polls", "jane", "login", "static_root"]
 
@@ -127,3 +130,37 @@ def test_choosing_a_questions_option_chooses_answer(
     recorded = Decision.objects.get(review=review).answer
     assert recorded["decision"] == "answer"
     assert recorded["answers"] == [{"questionId": "day", "optionIds": ["thu"]}]
+
+
+def counts(page: Any) -> tuple[str, str]:
+    return (
+        page.locator("#changelist-search span.small.quiet").inner_text(),
+        page.locator("#changelist-form p.paginator").inner_text(),
+    )
+
+
+def test_the_queues_counts_follow_rows_added_live(login: Any, live_server: Any, jane: Any) -> None:
+    for _ in range(6):
+        make_tool_review()
+    page = login(jane)
+    page.goto(f"{live_server.url}{QUEUE}?status=pending")
+    assert page.locator("#result_list tbody tr").count() == 6
+    assert counts(page)[0].startswith("6 results")
+    assert counts(page)[1] == "6 reviews"
+    page.evaluate("window.__same_page = true")
+
+    arrived = mirror_pending(ThreadFactory(), None, pause("reply", "A new customer writes in."))
+    assert arrived is not None
+    page.locator(f'input.action-select[value="{arrived.pk}"]').wait_for()
+    page.locator("#changelist-form p.paginator").filter(has_text="7 reviews").wait_for()
+    assert page.locator("#result_list tbody tr").count() == 7
+    assert counts(page)[0].startswith("7 results")
+    assert page.evaluate("window.__same_page") is True
+    shots(page, "queue_counts_live")
+    # A review decided meanwhile stays on screen, marked closed, and leaves the counts: they say
+    # how many the list's filters hold now.
+    services.decide(Review.objects.get(pk=arrived.pk), jane, {"reply": {"action": "approve"}})
+    page.locator("#changelist-form p.paginator").filter(has_text="6 reviews").wait_for()
+    assert counts(page)[0].startswith("6 results")
+    assert page.locator("#result_list tbody tr.nitro-row-closed").count() == 1
+    assert page.evaluate("window.__same_page") is True
