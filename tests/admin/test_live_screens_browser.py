@@ -164,3 +164,30 @@ def test_the_queues_counts_follow_rows_added_live(login: Any, live_server: Any, 
     assert counts(page)[0].startswith("6 results")
     assert page.locator("#result_list tbody tr.nitro-row-closed").count() == 1
     assert page.evaluate("window.__same_page") is True
+
+
+def test_question_mark_opens_the_keys_help_on_the_queue(
+    login: Any, live_server: Any, jane: Any
+) -> None:
+    make_tool_review()
+    page = login(jane)
+    help_panel = page.locator("#nitro-keys-help")
+    assert help_panel.is_hidden()
+    page.keyboard.press("?")
+    help_panel.wait_for(state="visible")
+    assert "Claim the next review" in help_panel.inner_text()
+    assert page.locator("#nitro-keys-toggle").get_attribute("aria-expanded") == "true"
+    shots(page, "queue_keys_help")
+    page.keyboard.press("Escape")
+    help_panel.wait_for(state="hidden")
+    page.keyboard.press("?")
+    help_panel.wait_for(state="visible")
+    page.keyboard.press("?")
+    help_panel.wait_for(state="hidden")
+    # Typed into the search box, "?" is a character, not a key.
+    page.fill("#searchbar", "")
+    page.locator("#searchbar").press("?")
+    assert help_panel.is_hidden()
+    assert page.locator("#searchbar").input_value() == "?"
+    page.click("#nitro-keys-toggle")  # the button does it too
+    help_panel.wait_for(state="visible")

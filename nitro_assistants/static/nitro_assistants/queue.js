@@ -4,7 +4,8 @@
  * arrive are added (read from this very queue URL, so its filters and columns apply) without
  * reloading the page: ticked boxes, scroll position and focus stay.
  * Keys (outside form fields): j / ArrowDown and k / ArrowUp move, Enter or o opens, x ticks,
- * n claims the next review (in this list's order and filters) and opens it.
+ * n claims the next review (in this list's order and filters) and opens it, ? shows or hides
+ * the keys' help (Esc closes it).
  */
 (function () {
   "use strict";
@@ -200,6 +201,20 @@
 
     // -- keyboard ----------------------------------------------------------------------------
     var focus = -1;
+    var help = document.getElementById("nitro-keys-help");
+    var helpToggle = document.getElementById("nitro-keys-toggle");
+
+    function showHelp(show) {
+      if (!help) return;
+      help.hidden = !show;
+      if (helpToggle) helpToggle.setAttribute("aria-expanded", show ? "true" : "false");
+    }
+
+    if (helpToggle) {
+      helpToggle.addEventListener("click", function () {
+        showHelp(help.hidden);
+      });
+    }
 
     function move(to) {
       var list = rows();
@@ -242,6 +257,13 @@
         case "n":
           var next = document.getElementById("nitro-next-review");
           if (next) window.location.href = next.href;
+          break;
+        case "?":
+          showHelp(help && help.hidden);
+          break;
+        case "Escape":
+          if (!help || help.hidden) return;
+          showHelp(false);
           break;
         default:
           return;
