@@ -71,6 +71,7 @@ def test_heading_title_and_thread_state_follow_the_live_status(
     assert f"| {applied} |" in page.title()
     assert page.locator(".breadcrumbs").inner_text().endswith(applied)
     assert page.evaluate("window.__same_page") is True
+    assert page.locator("#nitro-claim").is_hidden()  # nobody holds a decided review: no empty bar
     # The conversation badges the call with the decision (item 3), not "held for review".
     assert page.locator(".nitro-call-held .nitro-badge").inner_text() == "approved"
     shots(page, "review_applied_live")
@@ -79,6 +80,7 @@ def test_heading_title_and_thread_state_follow_the_live_status(
     assert heading.inner_text() == applied
     assert page.locator("#nitro-thread-status").inner_text() == "idle"
     assert f"| {applied} |" in page.title()
+    assert page.locator("#nitro-claim").is_hidden()
 
 
 def test_a_plan_is_approved_by_the_key_a(
