@@ -16,9 +16,10 @@ from nitro_assistants import rules, services
 from nitro_assistants.models import Decision, Review, Thread
 from nitro_assistants.services.lifecycle import transition
 from nitro_assistants.services.mirror import mirror_pending
-from tests.admin.conftest import make_tool_review
+from tests.admin.conftest import MOVE_ARGS, make_tool_review
 from tests.admin.test_browser import shot
 from tests.admin.test_claims import pause
+from tests.admin.test_decided_screens import TWO_CALLS, decided
 from tests.admin.test_inbox_browser import QUEUE, browser, fast_polls, jane, login, static_root
 from tests.admin.test_reading_browser import VISIT_PLAN, ask, crm_operations
 from tests.factories import ThreadFactory
@@ -81,6 +82,29 @@ def test_heading_title_and_thread_state_follow_the_live_status(
     assert page.locator("#nitro-thread-status").inner_text() == "idle"
     assert f"| {applied} |" in page.title()
     assert page.locator("#nitro-claim").is_hidden()
+
+
+def test_a_decided_reviews_calls_are_badged_with_what_was_decided(
+    login: Any, live_server: Any, jane: Any
+) -> None:
+    review = decided(
+        make_tool_review(TWO_CALLS),
+        Review.Status.APPLIED,
+        tool_calls=[
+            {"id": "call_1", "action": "edit", "args": {**MOVE_ARGS, "day": "Friday"}},
+            {"id": "call_2", "action": "approve"},
+            {"id": "call_3", "action": "reject", "message": "Not this one."},
+        ],
+        outcome=Decision.Outcome.APPLIED,
+        applied_at=timezone.now(),
+    )
+    Thread.objects.filter(pk=review.thread_id).update(status=Thread.Status.IDLE)
+    page = login(jane)
+    page.goto(f"{live_server.url}{QUEUE}{review.pk}/review/")
+    badges = page.locator(".nitro-call-held .nitro-badge")
+    assert badges.all_inner_texts() == ["edited", "approved", "rejected"]
+    assert page.locator("text=held for review").count() == 0
+    shots(page, "review_decided_badges")
 
 
 def test_a_plan_is_approved_by_the_key_a(
