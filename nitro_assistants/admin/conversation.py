@@ -10,10 +10,20 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
+
 from nitro_assistants.admin.content import LONG_CHARS, LONG_LINES, Row, key_values
 from nitro_assistants.client.results import message_text
 from nitro_assistants.conversation import held_call_ids, held_messages, role_of
-from nitro_assistants.models import Review
+from nitro_assistants.models import Decision, Review
+
+#: What a held call's badge says once it is decided, by the decision's action on it.
+VERDICTS = {
+    "approve": _("approved"),
+    "edit": _("edited"),
+    "reject": _("rejected"),
+    "respond": _("responded"),
+}
 
 
 def pretty_json(value: Any) -> str:
@@ -38,6 +48,10 @@ class ShownCall:
     args: str
     held: bool = False
     rows: list[Row] = field(default_factory=list)  # the arguments as key/value rows
+    #: Once the review is decided: the decision's action on this call ("approve", ...), and
+    #: what its badge says ("approved") in place of "held for review".
+    action: str = ""
+    verdict: str = ""
 
 
 @dataclass
@@ -98,11 +112,28 @@ def show_message(message: dict[str, Any], held_ids: frozenset[str] = frozenset()
     )
 
 
-def held_conversation(review: Review) -> list[ShownMessage]:
+def held_conversation(review: Review, decision: Decision | None = None) -> list[ShownMessage]:
     """The conversation up to what ``review`` holds (:func:`nitro_assistants.conversation.
-    held_messages`), the held calls marked."""
+    held_messages`), the held calls marked: "held for review" while it waits, else what was
+    decided on each (approved, edited, rejected, responded), or the review's status when no
+    decision covers the call (superseded, dismissed)."""
     held = held_call_ids(review)
-    return [show_message(m, held) for m in held_messages(review)]
+    shown = [show_message(m, held) for m in held_messages(review)]
+    if review.status == Review.Status.PENDING:
+        return shown
+    actions = {
+        str(item.get("id")): str(item.get("action") or "")
+        for item in (decision.tool_calls if decision else None) or []
+        if isinstance(item, dict)
+    }
+    for message in shown:
+        for call in message.tool_calls:
+            if not call.held:
+                continue
+            call.action = actions.get(call.id, "")
+            verdict = VERDICTS.get(call.action)
+            call.verdict = str(verdict if verdict else review.get_status_display())
+    return shown
 
 
 def held_summary(review: Review) -> str:

@@ -13,7 +13,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from nitro_assistants.admin.content import show_blueprint, show_plan, show_questions
-from nitro_assistants.admin.forms import ReviewDecisionForm, register_decision_form
+from nitro_assistants.admin.forms import ReviewDecisionForm, _posting, register_decision_form
 from nitro_assistants.models import Review
 from nitro_assistants.rules import (
     BOOLEAN_WIDGETS,
@@ -142,12 +142,24 @@ class QuestionForm(forms.Form):
         return answer if len(answer) > 1 else None
 
 
+#: The decision's radio buttons, as posted (the form's prefix is "interaction").
+DECISION_FIELD = "interaction-decision"
+
+
+def _answered(data: Mapping[str, Any]) -> bool:
+    """Whether a posted question form holds an answer: an option chosen or a text written."""
+    return any(str(data.get(name) or "").strip() for name in data if name.startswith("q-"))
+
+
 @register_decision_form(Review.Kind.QUESTION)
 class QuestionDecisionForm(InteractionDecisionForm):
     template_name = "admin/nitro_assistants/review/decide_question.html"
     decisions = DECISIONS_BY_KIND["question"]
 
     def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
+        if data is not None and not data.get(DECISION_FIELD) and _answered(data):
+            # Choosing an option (or writing an answer) means Answer: no second step to say so.
+            data = _posting(data, **{DECISION_FIELD: "answer"})
         super().__init__(review, data)
         questions = [q for q in self.interaction.get("questions") or [] if isinstance(q, dict)]
         question_forms = [
@@ -282,6 +294,11 @@ class PlanDecisionForm(InteractionDecisionForm):
     decisions = DECISIONS_BY_KIND["plan"]
 
     def __init__(self, review: Review, data: Mapping[str, Any] | None = None) -> None:
+        self.review = review  # approve_label reads it before the base class sets it
+        if self._approving(data):
+            # "Approve plan": the decision Approve, with the steps and fields as they stand.
+            assert data is not None
+            data = _posting(data, **{DECISION_FIELD: "approve"})
         super().__init__(review, data)
         step_forms = [
             StepForm(step, data=data, prefix=f"step-{index}")
@@ -293,6 +310,14 @@ class PlanDecisionForm(InteractionDecisionForm):
             item.shown = shown
         self.items = [*step_forms]
         self.prerequisites = readable["prerequisites"]
+
+    @property
+    def approve_label(self) -> str | None:
+        """One click approves the plan (the key ``a`` too), unless it cannot be approved as it
+        is (problems found in it)."""
+        if "approve" not in self.decisions or self.review.payload.get("problems"):
+            return None
+        return str(_("Approve plan"))
 
     @property
     def steps(self) -> list[StepForm]:

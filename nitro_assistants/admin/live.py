@@ -22,9 +22,10 @@ from django.db import connections, router
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
+from django.utils.translation import gettext as _
 
 from nitro_assistants.admin.conversation import held_summary
-from nitro_assistants.models import Claim, Decision, Event, Review
+from nitro_assistants.models import Claim, Decision, Event, Review, Thread
 from nitro_assistants.services import changes
 from nitro_assistants.services.claims import pending_decidable
 
@@ -185,6 +186,16 @@ def queue_rows(ids: list[int]) -> dict[str, Any]:
     }
 
 
+def screen_title(pk: Any, kind_label: str, status: str, status_label: str) -> str:
+    """What the review screen is, in its heading and the browser tab: "Decide review #12 (tool
+    calls)" while it waits, else "Review #12 (tool calls), applied". The live poll sends it too,
+    so the heading follows the status it shows (never "decided" beside "applied")."""
+    values = {"pk": pk, "kind": kind_label}
+    if status == Review.Status.PENDING:
+        return _("Decide review #%(pk)s (%(kind)s)") % values
+    return _("Review #%(pk)s (%(kind)s), %(status)s") % {**values, "status": status_label}
+
+
 def _next_pending(field: str) -> Subquery:
     return Subquery(
         Review.objects.filter(thread_id=OuterRef("thread_id"), status=Review.Status.PENDING)
@@ -194,8 +205,9 @@ def _next_pending(field: str) -> Subquery:
 
 
 def review_state(pk: int, review_url: Any) -> dict[str, Any] | None:
-    """How one review stands: status, its decision's outcome and error, the live claim, and
-    what the thread waits on next (one statement). None when there is no such review."""
+    """How one review stands: status (and the screen's title that says it), its thread's
+    status, its decision's outcome and error, the live claim, and what the thread waits on next
+    (one statement). None when there is no such review."""
     now = timezone.now()
     queryset: QuerySet[Review] = Review.objects.filter(pk=pk).annotate(
         next_pk=_next_pending("pk"),
@@ -205,7 +217,9 @@ def review_state(pk: int, review_url: Any) -> dict[str, Any] | None:
     row = (
         queryset.values(
             "pk",
+            "kind",
             "status",
+            "thread__status",
             "decision__outcome",
             "decision__error",
             "decision__applied_at",
@@ -220,6 +234,8 @@ def review_state(pk: int, review_url: Any) -> dict[str, Any] | None:
     if row is None:
         return None
     labels = dict(Review.Status.choices)
+    kinds = dict(Review.Kind.choices)
+    thread_labels = dict(Thread.Status.choices)
     outcomes = {value: str(label) for value, label in Decision.Outcome.choices}
     waiting = None
     if row["next_pk"] is not None:
@@ -234,10 +250,16 @@ def review_state(pk: int, review_url: Any) -> dict[str, Any] | None:
             "url": review_url(following),
         }
     outcome = row["decision__outcome"]
+    status_label = str(labels.get(row["status"], row["status"]))
     return {
         "pk": row["pk"],
         "status": row["status"],
-        "status_label": str(labels.get(row["status"], row["status"])),
+        "status_label": status_label,
+        "title": screen_title(
+            row["pk"], str(kinds.get(row["kind"], row["kind"])), row["status"], status_label
+        ),
+        "thread_status": row["thread__status"],
+        "thread_status_label": str(thread_labels.get(row["thread__status"], "")),
         "outcome": outcome,
         "outcome_label": outcomes.get(outcome, "") if outcome else "",
         "error": row["decision__error"] or "",

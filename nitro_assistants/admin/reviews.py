@@ -42,6 +42,7 @@ from nitro_assistants.admin.forms import (
     decision_form_for,
 )
 from nitro_assistants.admin.inbox import AssignedFilter, ClaimFilter, InboxMixin
+from nitro_assistants.admin.live import screen_title
 from nitro_assistants.admin.options import ReadOnlyAdmin, can_decide, object_or_404
 from nitro_assistants.admin.policies import (
     GovernanceColumns,
@@ -76,15 +77,10 @@ def latest_delivery_state() -> Subquery:
 
 
 def review_title(review: Review) -> str:
-    """What the review screen is: "Decide review #12 (tool calls)" while it waits, else
-    "Review #12 (tool calls), applied"."""
-    values = {"pk": review.pk, "kind": review.get_kind_display()}
-    if review.status == Review.Status.PENDING:
-        return _("Decide review #%(pk)s (%(kind)s)") % values
-    return _("Review #%(pk)s (%(kind)s), %(status)s") % {
-        **values,
-        "status": review.get_status_display(),
-    }
+    """What the review screen is (:func:`nitro_assistants.admin.live.screen_title`)."""
+    return screen_title(
+        review.pk, review.get_kind_display(), review.status, review.get_status_display()
+    )
 
 
 def short_age(age: datetime.timedelta) -> str:
@@ -466,7 +462,7 @@ class ReviewAdmin(GovernanceColumns, InboxMixin, ReadOnlyAdmin):
             .first()
         )
         pending = review.status == Review.Status.PENDING
-        conversation = held_conversation(review)
+        conversation = held_conversation(review, decision)
         return {
             **self.admin_site.each_context(request),
             "opts": self.opts,

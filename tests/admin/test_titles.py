@@ -14,7 +14,7 @@ ADMIN = "/admin/nitro_assistants"
 
 
 def heading(html: str) -> str:
-    found = re.search(r"<h1>(.*?)</h1>", html, re.S)
+    found = re.search(r"<h1[^>]*>(.*?)</h1>", html, re.S)
     assert found, html
     return found.group(1).strip()
 

@@ -134,6 +134,21 @@
         status.textContent = state.status_label;
         status.className = "nitro-status nitro-status-" + state.status;
       }
+      // The heading, breadcrumb and tab title name the status too ("Review #12 ..., applied"),
+      // and the thread's state beside it moved with the same change: all follow together.
+      var heading = document.getElementById("nitro-title");
+      if (heading && state.title && heading.textContent !== state.title) {
+        var before = heading.textContent;
+        document.querySelectorAll("[data-nitro-title]").forEach(function (element) {
+          element.textContent = state.title;
+        });
+        if (document.title.indexOf(before) >= 0) document.title = document.title.replace(before, state.title);
+      }
+      var threadStatus = document.getElementById("nitro-thread-status");
+      if (threadStatus && state.thread_status_label && threadStatus.textContent !== state.thread_status_label) {
+        threadStatus.textContent = state.thread_status_label;
+        threadStatus.className = "nitro-thread-status-" + state.thread_status;
+      }
       var outcome = document.getElementById("nitro-outcome");
       if (outcome && state.outcome_label) {
         var text = state.outcome_label + (state.error ? " — " + state.error : "");

@@ -4,7 +4,8 @@
  * arrive are added (read from this very queue URL, so its filters and columns apply) without
  * reloading the page: ticked boxes, scroll position and focus stay.
  * Keys (outside form fields): j / ArrowDown and k / ArrowUp move, Enter or o opens, x ticks,
- * n claims the next review (in this list's order and filters) and opens it.
+ * n claims the next review (in this list's order and filters) and opens it, ? shows or hides
+ * the keys' help (Esc closes it).
  */
 (function () {
   "use strict";
@@ -72,9 +73,11 @@
       return claim.short + " · " + age + " " + d.labelMin;
     }
 
+    // Returns whether the row's status changed (the list's counts may have too).
     function updateRow(row, state) {
       var status = row.querySelector("td.field-status");
-      if (status && status.textContent !== state.status_label) status.textContent = state.status_label;
+      var moved = !!status && status.textContent !== state.status_label;
+      if (moved) status.textContent = state.status_label;
       row.classList.toggle("nitro-row-closed", state.status !== "pending" && pendingView);
       var claim = row.querySelector(".nitro-claim");
       if (claim) {
@@ -91,9 +94,38 @@
         if (assigned.textContent !== who) assigned.textContent = who;
         assigned.hidden = !who;
       }
+      return moved;
     }
 
-    function addNewRows() {
+    // The counts the page was rendered with ("7 results (9 total)" by the search box, "7 reviews"
+    // under the list, "Select all 7 reviews" across pages), as the fresh page has them: how many
+    // reviews the list's filters hold now. A closed row stays on screen, marked, but no longer
+    // counts. Only text and plain links are taken: Django's actions hold listeners on the rest.
+    var COUNTS = [
+      ["#changelist-search span.small.quiet", "html"],
+      ["#changelist-form p.paginator", "html"],
+      ["#changelist-form .actions span.all", "text"],
+      ["#changelist-form .actions span.question a", "text"],
+    ];
+
+    function updateCounts(doc) {
+      COUNTS.forEach(function (pair) {
+        var mine = document.querySelectorAll(pair[0]);
+        var fresh = doc.querySelectorAll(pair[0]);
+        mine.forEach(function (element, i) {
+          var from = fresh[i];
+          if (!from) return;
+          if (pair[1] === "html") {
+            if (element.innerHTML !== from.innerHTML) element.innerHTML = from.innerHTML;
+          } else if (element.textContent !== from.textContent) {
+            element.textContent = from.textContent;
+          }
+        });
+      });
+    }
+
+    // Read this very queue URL again: rows that arrived are added, and the counts follow.
+    function refresh() {
       fetch(window.location.href, { credentials: "same-origin", cache: "no-store" })
         .then(function (r) {
           return r.ok ? r.text() : "";
@@ -101,6 +133,7 @@
         .then(function (html) {
           if (!html) return;
           var doc = new DOMParser().parseFromString(html, "text/html");
+          updateCounts(doc);
           var tbody = document.querySelector("#result_list tbody");
           if (!tbody) {
             // The queue was empty: it has no table (and Django's actions were never set up).
@@ -154,19 +187,34 @@
         if (body.now) skew = Date.parse(body.now) - Date.now();
         NitroLive.setCount(body.pending);
         var states = body.rows || {};
+        var moved = false;
         rows().forEach(function (row) {
           var state = states[rowId(row)];
-          if (state) updateRow(row, state);
+          if (state && updateRow(row, state)) moved = true;
         });
-        if (body.newest > newest) {
-          newest = body.newest;
-          addNewRows();
+        if (body.newest > newest || moved) {
+          newest = Math.max(newest, body.newest || 0);
+          refresh();
         }
       }
     );
 
     // -- keyboard ----------------------------------------------------------------------------
     var focus = -1;
+    var help = document.getElementById("nitro-keys-help");
+    var helpToggle = document.getElementById("nitro-keys-toggle");
+
+    function showHelp(show) {
+      if (!help) return;
+      help.hidden = !show;
+      if (helpToggle) helpToggle.setAttribute("aria-expanded", show ? "true" : "false");
+    }
+
+    if (helpToggle) {
+      helpToggle.addEventListener("click", function () {
+        showHelp(help.hidden);
+      });
+    }
 
     function move(to) {
       var list = rows();
@@ -209,6 +257,13 @@
         case "n":
           var next = document.getElementById("nitro-next-review");
           if (next) window.location.href = next.href;
+          break;
+        case "?":
+          showHelp(help && help.hidden);
+          break;
+        case "Escape":
+          if (!help || help.hidden) return;
+          showHelp(false);
           break;
         default:
           return;

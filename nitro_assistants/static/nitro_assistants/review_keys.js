@@ -1,7 +1,7 @@
 /* The review screen by keyboard (docs/admin.md "Keyboard"): decide without the mouse.
 
    a          approve everything held as proposed and submit (the one-click Approve / Send as
-              drafted button); on a question, blueprint or plan: choose Answer / Accept / Approve
+              drafted / Approve plan button); on a question or blueprint: choose Answer / Accept
    e          edit: choose Edit for the current call (or the reply) and go to its first field
    r          reject (or, on an interaction, ask for a revision) and go to the reason
    s          respond: choose Respond for the current call and go to the response
@@ -166,4 +166,26 @@
     }
   });
   mark(0);
+
+  // Choosing an option of a question (or writing an answer) means Answer: the decision follows,
+  // as the server reads a form posted without one (QuestionDecisionForm).
+  form.addEventListener("change", answering);
+  form.addEventListener("input", answering);
+  function answering(event) {
+    var target = event.target;
+    if (!target.closest || !target.closest(".nitro-question")) {
+      return;
+    }
+    if ((target.type === "checkbox" || target.type === "radio") && !target.checked) {
+      return;
+    }
+    if (target.tagName === "TEXTAREA" && !target.value.trim()) {
+      return;
+    }
+    var answer = form.querySelector('input[type=radio][name="interaction-decision"][value="answer"]');
+    if (answer && !answer.checked) {
+      answer.checked = true;
+      answer.dispatchEvent(new Event("change", { bubbles: true }));
+    }
+  }
 })();
