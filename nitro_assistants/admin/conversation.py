@@ -12,7 +12,12 @@ from typing import Any
 
 from nitro_assistants.admin.content import LONG_CHARS, LONG_LINES, Row, key_values
 from nitro_assistants.client.results import message_text
-from nitro_assistants.conversation import held_call_ids, held_messages, role_of
+from nitro_assistants.conversation import (
+    held_call_ids,
+    held_messages,
+    interaction_call_ids,
+    role_of,
+)
 from nitro_assistants.models import Review
 
 
@@ -102,7 +107,20 @@ def held_conversation(review: Review) -> list[ShownMessage]:
     """The conversation up to what ``review`` holds (:func:`nitro_assistants.conversation.
     held_messages`), the held calls marked."""
     held = held_call_ids(review)
-    return [show_message(m, held) for m in held_messages(review)]
+    shown = [show_message(m, held) for m in held_messages(review)]
+    asked = interaction_call_ids(review)
+    if not asked:
+        return shown
+    # A typed interaction's form draws what its tool call asked and what was decided: the call
+    # and its JSON result are not drawn above it again (the AI's own words stay).
+    kept = []
+    for message in shown:
+        if message.role == "tool" and message.tool_call_id in asked:
+            continue
+        message.tool_calls = [call for call in message.tool_calls if call.id not in asked]
+        if message.text or message.tool_calls or message.role != "ai":
+            kept.append(message)
+    return kept
 
 
 def held_summary(review: Review) -> str:
