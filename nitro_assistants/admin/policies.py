@@ -32,6 +32,37 @@ from nitro_assistants.services.policies import approval_count, lapsed_approvals,
 DRY_RUN_DEFAULT, DRY_RUN_MAX = 200, 2000
 
 
+#: How the condition builder names each of ``policies.OPERATORS``.
+OPERATOR_LABELS: dict[str, Any] = {
+    "eq": gettext_lazy("equals"),
+    "ne": gettext_lazy("does not equal"),
+    "lt": gettext_lazy("is less than"),
+    "lte": gettext_lazy("is at most"),
+    "gt": gettext_lazy("is more than"),
+    "gte": gettext_lazy("is at least"),
+    "in": gettext_lazy("is one of (a JSON list)"),
+    "contains": gettext_lazy("contains"),
+    "matches": gettext_lazy("matches (regular expression)"),
+}
+
+
+class ConditionsWidget(forms.Textarea):
+    """The conditions' JSON, with a path / operator / value builder under it (``conditions.js``)
+    that writes the same JSON into it: the JSON stays there, and what the server validates."""
+
+    template_name = "admin/nitro_assistants/policy/conditions_widget.html"
+
+    class Media:
+        js = ["nitro_assistants/conditions.js"]
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        context["operators_json"] = json.dumps(
+            [[op, f"{op}: {OPERATOR_LABELS.get(op, op)}"] for op in policies.OPERATORS]
+        )
+        return context
+
+
 class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
     """Refuses a rule the matcher could not use, with the error on the field at fault."""
 
@@ -40,7 +71,7 @@ class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
     conditions = StorableJSONField(
         required=False,
         initial=list,
-        widget=forms.Textarea(attrs={"rows": 6, "cols": 80, "class": "vLargeTextField"}),
+        widget=ConditionsWidget(attrs={"rows": 6, "cols": 80, "class": "vLargeTextField"}),
         help_text=Policy._meta.get_field("conditions").help_text,
     )
 
