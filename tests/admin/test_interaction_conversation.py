@@ -21,13 +21,31 @@ pytestmark = pytest.mark.django_db
 
 QUESTIONS = [
     {
-        "id": "day",
-        "label": "Which day suits the customer?",
-        "type": "single",
-        "options": [{"id": "mon", "label": "Monday"}, {"id": "fri", "label": "Friday"}],
+        "questionId": "day",
+        "prompt": "Which day suits the customer?",
+        "input": "single_select",
+        "options": [
+            {"optionId": "mon", "label": "Monday"},
+            {"optionId": "fri", "label": "Friday"},
+        ],
+        "allowOther": False,
+        "multiple": False,
+        "optional": False,
     }
 ]
-PLAN = {"steps": [{"id": "call", "title": "Call the customer", "operation": "crm.call"}]}
+PLAN = {
+    "steps": [
+        {
+            "stepId": "call",
+            "title": "Call the customer",
+            "action": "crm.call",
+            "input": {"phone": "+1 555 0100"},
+            "enabled": True,
+            "optional": False,
+            "dependsOn": [],
+        }
+    ]
+}
 
 
 def asked(kind: str, content: Any, *, answered: dict[str, Any] | None = None) -> Review:

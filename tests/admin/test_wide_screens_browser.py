@@ -176,3 +176,24 @@ def test_the_outbox_shows_times_as_the_admin_does(
     assert times[0] == "yesterday"  # what is not a time is shown as written
     assert times[1:] == ["Dec. 4, 2026, 5:32 p.m.", "Dec. 4, 2026, 5:31 p.m."], times
     fits(window, "wide-outbox", "td.nitro-outbox-at")
+
+
+@pytest.mark.parametrize("kind", ["question", "plan"])
+def test_question_and_plan_screens_show_no_ask_reader_call(
+    window: Any, live_server: Any, kind: str
+) -> None:
+    """Item 8 as a reader sees it: the conversation above the form, without the call that asked
+    and its JSON result (tests/admin/test_interaction_conversation.py holds the rule)."""
+    from tests.admin.test_interaction_conversation import PLAN, QUESTIONS, asked
+
+    review = asked(
+        kind,
+        QUESTIONS if kind == "question" else PLAN,
+        answered={"decision": "cancel", "note": "ANSWER-JSON"},
+    )
+    window.goto(f"{live_server.url}/admin/nitro_assistants/review/{review.pk}/review/")
+    conversation = window.locator(".nitro-conversation").inner_text()
+    assert "I need your input." in conversation and "Thanks, booked." in conversation
+    assert "ANSWER-JSON" not in conversation
+    assert window.locator(".nitro-conversation .nitro-call").count() == 1  # the earlier one
+    fits(window, f"wide-{kind}-screen", ".nitro-conversation .nitro-who")
