@@ -156,6 +156,24 @@ def test_a_condition_added_with_the_builder_is_saved_as_its_json(
     assert rule.conditions == expected
 
 
+def test_the_dry_run_beside_the_builder_tries_the_rows_as_written(page: Any) -> None:
+    page.locator(".nitro-conditions-builder").wait_for(state="visible", timeout=15_000)
+    page.fill("#id_name", "Tried from the rows")
+    page.click(".nitro-add-condition")
+    page.fill(".nitro-condition-path", "amount")
+    page.select_option(".nitro-condition-op", "gte")
+    page.fill(".nitro-condition-value", "10")
+    with page.expect_navigation():
+        page.click(".nitro-conditions-builder input[name=_dry_run]")
+    assert page.url.endswith("#nitro-dry-run"), page.url  # opened on the results
+    assert page.locator(".nitro-dry-run-summary").count() == 1
+    assert json.loads(page.input_value("#id_conditions")) == [
+        {"path": "amount", "op": "gte", "value": 10}
+    ]
+    assert page.locator(".nitro-condition-path").input_value() == "amount"  # rows redrawn
+    assert not Policy.objects.exists()
+
+
 def test_approving_a_quorum_review_again_says_so(
     window: Any, live_server: Any, queued: list[Any], refund_rules: dict[str, Policy], finance: Any
 ) -> None:
