@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from nitro_assistants.models import Review
+from nitro_assistants.rules import CONTENT_KEY, canonical_json
 
 #: A message's ``type`` (LangChain) or ``role`` (OpenAI style) to the role a reader is shown.
 ROLES = {
@@ -36,6 +37,40 @@ def held_call_ids(review: Review) -> frozenset[str]:
     if review.kind != Review.Kind.TOOL_CALLS:
         return frozenset()
     return frozenset(str(call.get("id")) for call in review.tool_calls)
+
+
+def raised_interaction(call: dict[str, Any], interaction: dict[str, Any]) -> bool:
+    """Whether ``call`` is the tool call that asked ``interaction`` (``agent.ask_reader``'s, or
+    any tool's whose arguments carry the interaction's kind, title and content as they do): the
+    same content asked again later is the same question, an earlier revision is not."""
+    args = call.get("args")
+    if not isinstance(args, dict):
+        return False
+    kind = str(interaction.get("kind") or "")
+    asked_id = args.get("interaction_id")
+    return (
+        args.get("kind") == kind
+        and args.get("title") == interaction.get("title")
+        and (not asked_id or asked_id == interaction.get("interactionId"))
+        and canonical_json(args.get("content"))
+        == canonical_json(interaction.get(CONTENT_KEY.get(kind, "")))
+    )
+
+
+def interaction_call_ids(review: Review) -> frozenset[str]:
+    """The ids of the tool calls that asked what ``review`` (a typed interaction) holds, so a
+    reader is not shown them, nor their JSON results, above the form that draws them (none for
+    any other kind)."""
+    interaction = review.payload.get("interaction") if isinstance(review.payload, dict) else None
+    if review.kind not in CONTENT_KEY or not isinstance(interaction, dict):
+        return frozenset()
+    return frozenset(
+        str(call.get("id"))
+        for message in review.thread.messages
+        if isinstance(message, dict)
+        for call in message.get("tool_calls") or []
+        if isinstance(call, dict) and call.get("id") and raised_interaction(call, interaction)
+    )
 
 
 def _index_of(messages: list[dict[str, Any]], message_id: Any) -> int | None:

@@ -14,7 +14,12 @@ from django.utils.translation import gettext_lazy as _
 
 from nitro_assistants.admin.content import LONG_CHARS, LONG_LINES, Row, key_values
 from nitro_assistants.client.results import message_text
-from nitro_assistants.conversation import held_call_ids, held_messages, role_of
+from nitro_assistants.conversation import (
+    held_call_ids,
+    held_messages,
+    interaction_call_ids,
+    role_of,
+)
 from nitro_assistants.models import Decision, Review
 
 #: What a held call's badge says once it is decided, by the decision's action on it.
@@ -119,6 +124,18 @@ def held_conversation(review: Review, decision: Decision | None = None) -> list[
     decision covers the call (superseded, dismissed)."""
     held = held_call_ids(review)
     shown = [show_message(m, held) for m in held_messages(review)]
+    asked = interaction_call_ids(review)
+    if asked:
+        # A typed interaction's form draws what its tool call asked and what was decided: the
+        # call and its JSON result are not drawn above it again (the AI's own words stay).
+        kept = []
+        for message in shown:
+            if message.role == "tool" and message.tool_call_id in asked:
+                continue
+            message.tool_calls = [call for call in message.tool_calls if call.id not in asked]
+            if message.text or message.tool_calls or message.role != "ai":
+                kept.append(message)
+        shown = kept
     if review.status == Review.Status.PENDING:
         return shown
     actions = {

@@ -31,25 +31,54 @@ class QueueStatusFilter(admin.SimpleListFilter):
 
     title = _("status")
     parameter_name = "status"
+    template = "admin/nitro_assistants/review/status_filter.html"
     ALL = rules.ALL_STATUSES
+    #: With no kind filtered, the statuses of the two lifecycles are listed apart, under these
+    #: headings; those every kind can be in come first, with none.
+    GROUPS = (
+        ("", rules.REVIEW_KINDS + rules.DIALECT_KINDS + rules.INTERACTION_KINDS),
+        (_("Tool calls, replies and pauses"), rules.REVIEW_KINDS + rules.DIALECT_KINDS),
+        (_("Questions, blueprints and plans"), rules.INTERACTION_KINDS),
+    )
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
         # The statuses the kind filtered can be in (every kind's when none is).
-        statuses = rules.statuses_for(request.GET.get("kind__exact") or None)
+        statuses = rules.statuses_for(self.kind)
         labels = dict(Review.Status.choices)
         return [*((status, labels[status]) for status in statuses), (self.ALL, _("All"))]
 
     def selected(self) -> str:
         return str(self.value() or Review.Status.PENDING)
 
+    def __init__(self, request: HttpRequest, *args: Any) -> None:
+        self.kind = request.GET.get("kind__exact") or None
+        super().__init__(request, *args)
+
+    def group_of(self, status: str) -> str:
+        """The heading ``status`` is listed under: its lifecycle's; none when every kind can be
+        in it, or when one kind is filtered (one lifecycle)."""
+        if self.kind in rules.TRANSITIONS:
+            return ""
+        for heading, kinds in self.GROUPS:
+            if all(status in rules.statuses_for(kind) for kind in kinds):
+                return str(heading)
+        return ""
+
     def choices(self, changelist: Any) -> Iterator[Any]:
         selected = self.selected()
-        for value, label in self.lookup_choices:
-            yield {
+        headings = [str(heading) for heading, _kinds in self.GROUPS]
+        listed = [
+            {
                 "selected": selected == str(value),
                 "query_string": changelist.get_query_string({self.parameter_name: value}),
                 "display": label,
+                "group": "" if value == self.ALL else self.group_of(str(value)),
+                "all": value == self.ALL,
             }
+            for value, label in self.lookup_choices
+        ]
+        # Each lifecycle's together (the template regroups them), in lifecycle order; All last.
+        yield from sorted(listed, key=lambda c: (c["all"], headings.index(c["group"])))
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         selected = self.selected()

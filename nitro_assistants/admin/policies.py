@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.duration import duration_string
 from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
@@ -32,6 +33,37 @@ from nitro_assistants.services.policies import approval_count, lapsed_approvals,
 DRY_RUN_DEFAULT, DRY_RUN_MAX = 200, 2000
 
 
+#: How the condition builder names each of ``policies.OPERATORS``.
+OPERATOR_LABELS: dict[str, Any] = {
+    "eq": gettext_lazy("equals"),
+    "ne": gettext_lazy("does not equal"),
+    "lt": gettext_lazy("is less than"),
+    "lte": gettext_lazy("is at most"),
+    "gt": gettext_lazy("is more than"),
+    "gte": gettext_lazy("is at least"),
+    "in": gettext_lazy("is one of (a JSON list)"),
+    "contains": gettext_lazy("contains"),
+    "matches": gettext_lazy("matches (regular expression)"),
+}
+
+
+class ConditionsWidget(forms.Textarea):
+    """The conditions' JSON, with a path / operator / value builder under it (``conditions.js``)
+    that writes the same JSON into it: the JSON stays there, and what the server validates."""
+
+    template_name = "admin/nitro_assistants/policy/conditions_widget.html"
+
+    class Media:
+        js = ["nitro_assistants/conditions.js"]
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        context["operators_json"] = json.dumps(
+            [[op, f"{op}: {OPERATOR_LABELS.get(op, op)}"] for op in policies.OPERATORS]
+        )
+        return context
+
+
 class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
     """Refuses a rule the matcher could not use, with the error on the field at fault."""
 
@@ -40,7 +72,7 @@ class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
     conditions = StorableJSONField(
         required=False,
         initial=list,
-        widget=forms.Textarea(attrs={"rows": 6, "cols": 80, "class": "vLargeTextField"}),
+        widget=ConditionsWidget(attrs={"rows": 6, "cols": 80, "class": "vLargeTextField"}),
         help_text=Policy._meta.get_field("conditions").help_text,
     )
 
@@ -103,14 +135,13 @@ class PolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "position",
         "enabled",
         "action",
-        "tool",
-        "assistant",
-        "approvals",
-        "group",
-        "deadline",
-        "on_deadline",
+        # Two facts to a column: with eleven the list was wider than a 1400 px window.
+        "matches",
+        "who_approves",
+        "when_due",
         "version",
     ]
+    list_select_related = ["group"]
     list_editable = ["position", "enabled"]
     list_filter = ["enabled", "action", "kind"]
     search_fields = ["name", "tool", "assistant"]
@@ -138,6 +169,36 @@ class PolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         (None, {"fields": ["version", "updated_at"]}),
     ]
     change_form_template = "admin/nitro_assistants/policy/change_form.html"
+
+    class Media:
+        # The list's too, not only the form's: its columns are sized there.
+        css = {"all": ["nitro_assistants/admin.css"]}
+
+    @admin.display(description=gettext_lazy("tool, assistant"), ordering="tool")
+    def matches(self, obj: Policy) -> str:
+        """The tool (any, or replies), the assistant under it: each name on a line of its own."""
+        tool = obj.tool or (_("replies") if obj.kind == rules.REPLY else _("any"))
+        if not obj.assistant:
+            return format_html('<span class="nitro-name">{}</span>', tool)
+        return format_html(
+            '<span class="nitro-name">{}</span><span class="nitro-name nitro-muted">{}</span>',
+            tool,
+            obj.assistant,
+        )
+
+    @admin.display(description=gettext_lazy("approvals"), ordering="approvals")
+    def who_approves(self, obj: Policy) -> str:
+        """How many must approve, and of which group: ``2 · Finance``."""
+        if obj.action != Policy.Action.REVIEW:
+            return "—"
+        return f"{obj.approvals} · {obj.group.name}" if obj.group else str(obj.approvals)
+
+    @admin.display(description=gettext_lazy("deadline"), ordering="deadline")
+    def when_due(self, obj: Policy) -> str:
+        """The deadline and what it does: ``2:00:00 → escalate``."""
+        if obj.deadline is None:
+            return "—"
+        return f"{duration_string(obj.deadline)} → {obj.get_on_deadline_display()}"
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

@@ -184,7 +184,7 @@ def _status_filter(page: str) -> list[str]:
     """The status filter's choices, as the queue's sidebar lists them."""
     import re
 
-    section = page.split("By status", 1)[1].split("</ul>", 1)[0]
+    section = page.split("By status", 1)[1].split("</details>", 1)[0]
     return re.findall(r"(?:\?|&amp;)status=([a-z_]+)", section)
 
 
@@ -213,3 +213,34 @@ def test_the_status_filter_lists_the_statuses_of_the_kind_filtered(
     )
     assert "executing" in plans and "completed" in plans
     assert "decided" not in plans and "applied" not in plans
+
+
+def test_with_no_kind_filtered_the_statuses_of_each_lifecycle_are_listed_apart(
+    reviewer_client: Client,
+) -> None:
+    """Twelve statuses of two lifecycles (issue 40, item 10): those every kind can be in first,
+    then the tool-call / reply / pause ones and the interaction ones under their headings."""
+    import re
+
+    page = reviewer_client.get("/admin/nitro_assistants/review/").content.decode()
+    section = page.split("By status", 1)[1].split("</details>", 1)[0]
+    heads = re.split(r'<li class="nitro-filter-group"><span>([^<]+)</span>', section)
+    assert heads[1::2] == ["Tool calls, replies and pauses", "Questions, blueprints and plans"]
+    listed = [re.findall(r"(?:\?|&amp;)status=([a-z_]+)", part) for part in heads[0::2]]
+    assert listed == [
+        ["pending", "failed", "superseded", "dismissed"],
+        ["decided", "applied"],
+        [
+            "answered",
+            "accepted",
+            "revision_requested",
+            "cancelled",
+            "executing",
+            "completed",
+            "all",
+        ],
+    ]
+    # One kind filtered: its lifecycle's statuses, no headings.
+    plans = reviewer_client.get("/admin/nitro_assistants/review/?kind__exact=plan")
+    section = plans.content.decode().split("By status", 1)[1].split("</details>", 1)[0]
+    assert "nitro-filter-group" not in section
