@@ -4,10 +4,9 @@ changes (``select_for_update``), writes an
 write commits (:mod:`.commits`). A thread, review or run is locked with
 ``no_key=True`` (FOR NO KEY UPDATE: as exclusive against our other writers): other rows' foreign
 keys point at it, and FOR UPDATE would hold up their inserts' key checks (KEY SHARE), a deadlock
-once the locker waits for one of those inserters. Whoever changes a thread's reviews while
-holding its lock also writes the thread's row: a mirror reads them in the statement that takes
-that lock and reads again when the row was written after the statement's snapshot
-(:func:`.writes.send_with_read`). A review's status changes only through
+once the locker waits for one of those inserters. Whoever changes a thread's reviews holds its
+lock; a mirror takes it and reads them in a statement after it (:func:`.mirror.lock_thread`),
+which sees what the lock's previous holder committed. A review's status changes only through
 :func:`transition` (:mod:`.lifecycle`); Celery work is enqueued by task name (:mod:`.enqueue`):
 the services never import :mod:`nitro_assistants.tasks`."""
 

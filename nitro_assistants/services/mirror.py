@@ -1,12 +1,12 @@
-"""Turning what the server answered into local rows. Callers hold the thread's row lock."""
+"""Turning what the server answered into local rows. Callers hold the thread's row lock
+(:func:`lock_thread`), taken before the mirror reads anything."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
-from django.db import connections, router
+from django.db.models import Q
 from django.utils import timezone
 
 from nitro_assistants import rules, signals
@@ -18,11 +18,17 @@ from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.lifecycle import supersede, transition
 from nitro_assistants.services.policies import review_mirrored, ruleset
 
-#: Set on a Run by ``runs.claim_run`` (PostgreSQL): an id taken from the reviews' sequence for
-#: the review its outcome may pause on. With it, that review's INSERT rides on the mirror's
-#: events statement (:mod:`.writes`) instead of being a statement of its own; unused, it is a
-#: gap in the ids.
-REVIEW_ID = "_nitro_review_id"
+#: A thread's row locked (compiled once, :mod:`.rows`), as a new message and a sync lock it.
+_LOCKED_THREAD = rows.Read(lambda: Thread.objects.select_for_update(no_key=True))
+
+
+def lock_thread(thread: Thread) -> None:
+    """Lock ``thread``'s row for the rest of the transaction (``FOR NO KEY UPDATE``), before a
+    run's or a resume's mirror writes or reads anything: whoever changes a thread's open reviews
+    (a new message, a sync, another mirror) holds that lock, and the mirror's read of them comes
+    in a statement after it, which sees what they committed. Taken before the rows the caller
+    writes next (a review, a decision): a thread's row is locked before its reviews' rows."""
+    _LOCKED_THREAD.get(thread.pk)
 
 
 def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str, Any]]) -> Run:
@@ -33,18 +39,17 @@ def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str
         thread.values = {"messages": messages}
         thread.status = Thread.Status.INTERRUPTED if result.interrupted else Thread.Status.IDLE
         thread.synced_at = now
-        # Both UPDATEs go as one statement with the open reviews' read (_open_reviews): the
-        # thread's row is locked by it before anything is written, and the reviews are read as
-        # the lock's previous holder left them.
-        writes.save(thread, ["values", "status", "synced_at", "updated_at"])
         run.status = Run.Status.INTERRUPTED if result.interrupted else Run.Status.SUCCEEDED
         run.reply = result.reply or ""
         run.finished_at = now
         run.remote_run_id = run.remote_run_id or str(getattr(result, "run_id", None) or "")
-        writes.save(run, ["status", "reply", "finished_at", "remote_run_id"])
         record_event(thread, f"run_{run.status}", run=run, reply=run.reply)
         mirror_pending(thread, run, pending)
         record_deliveries(thread, messages, run=run)
+        # Queued last, after the reads and the review's insert, so they ride on the events'
+        # statement (a write queued before another statement is sent first, on its own).
+        writes.save(thread, ["values", "status", "synced_at", "updated_at"])
+        writes.save(run, ["status", "reply", "finished_at", "remote_run_id"])
     return run
 
 
@@ -134,16 +139,10 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
                 return failed
     if current is not None:
         supersede(current, reason="replaced")
-    allocated = getattr(run, REVIEW_ID, None) if current is None else None
-    # The rules are read before the review is queued (their read would send the queue first).
+    # The rules are read before the review is inserted: with no write queued, neither read
+    # nor insert sends one first.
     rule_set = ruleset()
-    if allocated is not None:
-        # Queued with the events (nothing to supersede first: the one-pending constraint holds
-        # whatever order the statement's writes take).
-        setattr(run, REVIEW_ID, None)
-        review = writes.insert(Review(pk=allocated, thread=thread, run=run, **fields))
-    else:
-        review = Review.objects.create(thread=thread, run=run, **fields)
+    review = Review.objects.create(thread=thread, run=run, **fields)
     if (
         current is not None
         and review.interaction_id
@@ -160,103 +159,21 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
 
 def _open_reviews(thread: Thread) -> list[Review]:
     """The thread's reviews pending or decided, or whose decision is not applied yet, newest
-    first: the query the ORM would send (a decision is one per review: no duplicates), written
-    out so that it is not compiled on every mirror.
+    first (a decision is one per review: no duplicates).
 
-    A run's or a resume's mirror has the thread's UPDATE queued (:func:`record_result`), which
-    takes the thread's lock the read must follow: on PostgreSQL the two go as one statement
-    (:func:`.writes.send_with_read`), read again on its own only when someone wrote the thread
-    after the statement's snapshot was taken (the lock's previous holder). That holds because
-    whoever changes a thread's open reviews under its lock also writes its row (a run's and a
-    sync's mirror, a resume, a new message, a failed run); a decide, a deadline or a claim
-    takes only the review's row, which every write of this mirror checks again."""
-    connection = connections[router.db_for_read(Review)]
-    fetched = _read_with_writes(connection, thread)
-    if fetched is None:
-        sql, params = _open_sql(connection, thread)
-        with connection.cursor() as cursor:
-            table = connection.ops.quote_name(Review._meta.db_table)
-            cursor.execute(f"{sql} ORDER BY {table}.{connection.ops.quote_name('id')} DESC", params)
-            fetched = cursor.fetchall()
-    found = rows.instances(Review, fetched, connection)
-    for review in found:
-        review.thread = thread  # as a related manager's rows have it
-    return found
+    Read after the thread's row lock, which the caller holds (``select_for_update``, taken in
+    a statement before this one): under READ COMMITTED each statement sees what was committed
+    before it started, so this read sees what the lock's previous holder committed (a new
+    message, a sync's or another run's mirror), whatever that holder wrote."""
+    return list(
+        thread.reviews.filter(
+            Q(status__in=_OPEN_STATUSES) | Q(decision__outcome=Decision.Outcome.PENDING)
+        ).order_by("-pk")
+    )
 
 
 #: What makes a review open: its status, or its decision's outcome.
-_OPEN_STATUSES = (str(Review.Status.PENDING), str(Review.Status.DECIDED))
-_OPEN_OUTCOME = str(Decision.Outcome.PENDING)
-
-
-def _open_sql(
-    connection: Any, thread: Thread, *, also: str = "", with_decision: bool = False
-) -> tuple[str, list[Any]]:
-    """The SELECT of :func:`_open_reviews` (no ORDER BY) and its parameters: the review's
-    columns in the model's order (what rows.instances reads), not the table's; ``also``, more
-    SQL of ``OR <condition>`` that reads a review too (its parameters go after the ones
-    returned); ``with_decision``, its decision's id and outcome after the review's columns."""
-    qn = connection.ops.quote_name
-    reviews, decisions = qn(Review._meta.db_table), qn(Decision._meta.db_table)
-    columns = ", ".join(f"{reviews}.{qn(str(f.column))}" for f in Review._meta.concrete_fields)
-    if with_decision:
-        columns += f", {decisions}.{qn('id')} AS decision_pk, {decisions}.{qn('outcome')}"
-    sql = (
-        f"SELECT {columns} FROM {reviews} LEFT OUTER JOIN {decisions} "  # noqa: S608
-        f"ON {decisions}.{qn('review_id')} = {reviews}.{qn('id')} "
-        f"WHERE {reviews}.{qn('thread_id')} = %s AND ({reviews}.{qn('status')} IN (%s, %s) "
-        f"OR {decisions}.{qn('outcome')} = %s{also})"
-    )
-    return sql, [thread.pk, *_OPEN_STATUSES, _OPEN_OUTCOME]
-
-
-def _read_with_writes(connection: Any, thread: Thread) -> list[tuple[Any, ...]] | None:
-    """:func:`_open_reviews`' rows read in the statement of the queued writes (None: read them
-    on their own). The read sees none of those writes: a review or decision the queue updates
-    is read whatever its state, with its decision's id and outcome, and is open or not as the
-    queued status and outcome make it; one the queue inserts, or a review it writes that stays
-    open (its other columns would be as before), is read again on its own."""
-    queue = writes.pending(connection.alias)
-    if queue is None or (Thread, thread.pk) not in queue.writes:
-        return None
-    written: dict[type[Any], dict[Any, dict[str, Any]]] = {Review: {}, Decision: {}}
-    for (model, pk), write in queue.writes.items():
-        if model in written:
-            if write.insert:
-                return None
-            written[model][pk] = write.values
-    qn = connection.ops.quote_name
-    also = "".join(
-        f" OR {qn(model._meta.db_table)}.{qn('id')} IN ({', '.join(['%s'] * len(pks))})"
-        for model, pks in written.items()
-        if pks
-    )
-    sql, params = _open_sql(connection, thread, also=also, with_decision=True)
-    fetched = writes.send_with_read(
-        connection.alias,
-        (Thread, thread.pk),
-        sql,
-        [*params, *written[Review], *written[Decision]],
-        order_by=f"found_rows.{qn('id')} DESC",
-    )
-    if fetched is None:
-        return None
-    kept: list[tuple[Any, ...]] = []
-    for *review, decision_pk, outcome in fetched:
-        status = written[Review].get(review[0], {}).get("status", review[_status_at()])
-        outcome = written[Decision].get(decision_pk, {}).get("outcome", outcome)
-        if status not in _OPEN_STATUSES and outcome != _OPEN_OUTCOME:
-            continue
-        if review[0] in written[Review]:
-            return None  # still open once written: its other columns as the write left them
-        kept.append(tuple(review))
-    return kept
-
-
-@functools.cache
-def _status_at() -> int:
-    """Where a review's status is in the rows of :func:`_open_sql`."""
-    return [f.attname for f in Review._meta.concrete_fields].index("status")
+_OPEN_STATUSES = (Review.Status.PENDING, Review.Status.DECIDED)
 
 
 def _carry_claim(old: Review, new: Review) -> None:

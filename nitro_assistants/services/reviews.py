@@ -49,7 +49,7 @@ from nitro_assistants.services.lifecycle import (
     supersede,
     transition,
 )
-from nitro_assistants.services.mirror import record_result
+from nitro_assistants.services.mirror import lock_thread, record_result
 from nitro_assistants.services.policies import gate
 from nitro_assistants.services.runs import (
     ACTIVE_REMOTE_STATUSES,
@@ -589,9 +589,11 @@ def _review_arguments(record: Decision, thread: Thread) -> dict[str, Any]:
 def _applied(record: Decision, review: Review, run: Run, result: Any, messages: Any) -> None:
     """The decision took effect: record it and mirror the resumed run (it may pause again).
 
-    The thread's row is locked by record_result's UPDATE of it (a new message on the thread
-    waits for this to commit); nothing here reads the thread's columns that it rewrites."""
+    The thread's row is locked first (a new message on the thread waits for this to commit),
+    before the decision's and the review's rows are written; nothing here reads the thread's
+    columns that it rewrites."""
     thread = review.thread
+    lock_thread(thread)
     with events_batched():
         record.outcome = Decision.Outcome.APPLIED
         record.applied_at = timezone.now()

@@ -53,44 +53,6 @@ _INT_STANDIN = -(2**31) + 7
 _UUID_STANDIN = 2**128 - 7919
 
 
-def converted(model: type[Any], values: Any, connection: Any) -> list[Any]:
-    """A row's raw column values (the model's concrete fields, in order) as the fields hold
-    them: JSON decoded, UUIDs and SQLite's datetimes parsed, and so on."""
-    out = []
-    for (col, converters), value in zip(_converters(model, connection), values, strict=True):
-        for converter in converters:
-            value = converter(value, col, connection)
-        out.append(value)
-    return out
-
-
-#: (model, database vendor) -> each concrete field's column with its converters, found once.
-_CONVERTERS: dict[tuple[type[Any], str], list[tuple[Any, list[Any]]]] = {}
-
-
-def _converters(model: type[Any], connection: Any) -> list[tuple[Any, list[Any]]]:
-    key = (model, connection.vendor)
-    found = _CONVERTERS.get(key)
-    if found is None:
-        # As the compiler finds them (``SQLCompiler.get_converters``), by each field's column.
-        cols = [f.get_col(model._meta.db_table) for f in model._meta.concrete_fields]
-        found = _CONVERTERS[key] = [
-            (col, connection.ops.get_db_converters(col) + col.get_db_converters(connection))
-            for col in cols
-        ]
-    return found
-
-
-def instances(model: type[M], fetched: Sequence[Any], connection: Any) -> list[M]:
-    """Rows of ``model``'s concrete columns in the model's field order (named in the SELECT:
-    a table's own order can differ, after a migration added a column) as instances read from
-    ``connection``'s database: what a raw queryset builds, without its per-query set-up."""
-    names = [f.attname for f in model._meta.concrete_fields]
-    return [
-        model.from_db(connection.alias, names, converted(model, row, connection)) for row in fetched
-    ]
-
-
 #: (field, database vendor) -> ``CAST(%s AS <the column's type>)``, found once.
 _CASTS: dict[tuple[Any, str], str] = {}
 

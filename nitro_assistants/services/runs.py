@@ -16,8 +16,8 @@ from nitro_assistants import signals
 from nitro_assistants.client import RunResult
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError, RunError
-from nitro_assistants.models import Decision, Event, Review, Run, Thread
-from nitro_assistants.services import chain, clients, rows, writes
+from nitro_assistants.models import Decision, Run, Thread
+from nitro_assistants.services import clients, rows, writes
 from nitro_assistants.services.audit import (
     build_event,
     events_batched,
@@ -29,7 +29,7 @@ from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.errors import clean_error, error_text
 from nitro_assistants.services.lifecycle import close_failed_decision, supersede_pending_review
-from nitro_assistants.services.mirror import REVIEW_ID, record_result
+from nitro_assistants.services.mirror import lock_thread, record_result
 
 #: Key of the remote run's metadata that carries the local Run's UUID (the idempotency key).
 RUN_KEY = "nitro_run_id"
@@ -73,12 +73,7 @@ def start_run(
     if metadata is not None and not isinstance(metadata, dict):
         raise RunError("A thread's metadata is a dict.")
     changed: list[str] = []
-    if (
-        isinstance(thread, str)
-        and connections[router.db_for_write(Thread)].vendor == "postgresql"
-        # A host's save receivers see the thread and the run saved as on every database.
-        and not any(writes.watched(model) for model in (Thread, Run, Event))
-    ):
+    if isinstance(thread, str) and connections[router.db_for_write(Thread)].vendor == "postgresql":
         return _start_new_thread(thread, payload, context, user, metadata)
     with transaction.atomic(), events_batched():
         if isinstance(thread, str):
@@ -105,9 +100,8 @@ def start_run(
                 changed.append("metadata")
             # A new thread has nothing pending yet.
             supersede_pending_review(thread, reason="new_message", actor=user)
-            # Written even when nothing else changed: whoever changes a thread's open reviews
-            # under its lock writes its row, which a mirror's read relies on (mirror.py,
-            # _open_reviews). Queued last, it rides on the events' statement.
+            # A new message changes the thread (updated_at) even when nothing else did. Queued
+            # last, it rides on the events' statement.
             writes.save(thread, [*changed, "updated_at"])
         run_input: dict[str, Any] = {"messages": payload}
         if "metadata" in changed:
@@ -236,156 +230,35 @@ def count_decided_attempt(decision_pk: Any) -> int:
 
 def claim_run(pk: Any) -> Run:
     """Count an attempt at a run and mark it (and its thread) running, committed before anything
-    is sent: a later delivery that sees ``attempts > 1`` looks for the remote run first.
+    is sent: a later delivery that sees ``attempts > 1`` looks for the remote run first. The
+    first attempt records ``run_started``.
 
-    Single statements, no transaction of their own: the update waits for a delivery of this run
-    still going on (it holds the row), then finds the run finished and changes nothing. Each
-    update returns the row it wrote (``RETURNING``), so neither is read again."""
-    run = _counted_attempt(pk)
-    if run is None:  # finished (or no such run: DoesNotExist, as before)
-        return Run.objects.select_related("thread").get(pk=pk)
-    if run.attempts == 1 and not getattr(run, STARTED, False):
-        record_event(run.thread, "run_started", run=run)
+    The run's row is locked first (then the thread's, by its update): a delivery of this run
+    still going on holds the run (:func:`_run_and_wait`), so this waits for it, then finds the
+    run finished and changes nothing. The updates ride on the event's statement
+    (:func:`.audit.events_batched`)."""
+    with transaction.atomic(), events_batched():
+        run = _LOCKED_RUN.get(pk)
+        if run.finished:
+            return run
+        run.attempts += 1  # the row is locked: no other delivery counts meanwhile
+        run.status = Run.Status.RUNNING
+        run.started_at = run.started_at or timezone.now()
+        writes.save(run, ["attempts", "status", "started_at"])
+        run.thread.status = Thread.Status.BUSY
+        writes.save(run.thread, ["status"])
+        if run.attempts == 1:
+            record_event(run.thread, "run_started", run=run)
     return run
-
-
-def _returning(
-    model: type[Any], values: dict[str, Any], pk: Any, where: tuple[str, list[Any]] = ("", [])
-) -> Any:
-    """``UPDATE`` one row of ``model`` by ``pk`` (and the ``where`` condition, SQL and params)
-    with ``values`` (plain values, or ``(sql, params)`` expressions) and return it as an
-    instance, or None when no row matched: one statement, no read after it."""
-    db = router.db_for_write(model)
-    sql, params = _update_sql(model, values, pk, where, connections[db])
-    returned = list(model.objects.using(db).raw(f"{sql} RETURNING *", params))
-    return returned[0] if returned else None
-
-
-def _update_sql(
-    model: type[Any],
-    values: dict[str, Any],
-    pk: Any,
-    where: tuple[str, list[Any]],
-    connection: Any,
-) -> tuple[str, list[Any]]:
-    qn = connection.ops.quote_name
-    sets: list[str] = []
-    params: list[Any] = []
-    for name, value in values.items():
-        field = model._meta.get_field(name)
-        if isinstance(value, tuple):
-            sets.append(f"{qn(str(field.column))} = {value[0]}")
-            params.extend(value[1])
-        else:
-            sets.append(f"{qn(str(field.column))} = %s")
-            params.append(field.get_db_prep_save(value, connection))
-    pk_field = model._meta.pk
-    assert pk_field is not None
-    params.append(pk_field.get_db_prep_value(pk_field.to_python(pk), connection))
-    params.extend(where[1])
-    sql = (
-        f"UPDATE {qn(model._meta.db_table)} SET {', '.join(sets)} "  # noqa: S608
-        f"WHERE {qn(str(pk_field.column))} = %s{where[0]}"
-    )
-    return sql, params
-
-
-def _counted_attempt(pk: Any) -> Run | None:
-    """:func:`count_attempt` on one run and its thread marked busy, returning the run with its
-    thread (None: it had finished). One statement on PostgreSQL (the thread's UPDATE reads the
-    run's, so the run's row is locked first, as by the two statements elsewhere)."""
-    connection = connections[router.db_for_write(Run)]
-    qn = connection.ops.quote_name
-    now = Run._meta.get_field("started_at").get_db_prep_save(timezone.now(), connection)
-    finished = ", ".join(["%s"] * len(Run.FINISHED))
-    values = {
-        "attempts": (f"{qn('attempts')} + 1", []),
-        "status": Run.Status.RUNNING,
-        "started_at": (f"COALESCE({qn('started_at')}, %s)", [now]),
-    }
-    where = (f" AND {qn('status')} NOT IN ({finished})", [str(s) for s in Run.FINISHED])
-    # While a host's receiver watches events, ``run_started`` is appended as elsewhere (it sends it).
-    if connection.vendor != "postgresql" or writes.watched(Event):
-        run: Run | None = _returning(Run, values, pk, where=where)
-        if run is not None:
-            run.thread = _returning(Thread, {"status": Thread.Status.BUSY}, run.thread_id)
-        return run
-    run_sql, run_params = _update_sql(Run, values, pk, where, connection)
-    threads = qn(Thread._meta.db_table)
-    run_columns = [str(f.column) for f in Run._meta.concrete_fields]
-    thread_columns = [str(f.column) for f in Thread._meta.concrete_fields]
-    status = Thread._meta.get_field("status").get_db_prep_save(Thread.Status.BUSY, connection)
-    reviews = qn(Review._meta.db_table)
-    # A first attempt's ``run_started`` rides on the statement too: chained to the head of the
-    # thread's chain, whose key (the thread's id) only the statement knows.
-    started = Event(run_id=Run._meta.get_field("id").to_python(pk), verb="run_started", data={})
-    linked = chain.linked_sql(
-        connection.alias,
-        None,
-        [started],
-        [
-            f"run_row AS ({run_sql} RETURNING *)",
-            f"thread_row AS (UPDATE {threads} SET {qn('status')} = %s FROM run_row "  # noqa: S608
-            f"WHERE {threads}.{qn('id')} = run_row.{qn('thread_id')} RETURNING {threads}.*)",
-        ],
-        [*run_params, status],
-        condition=f" AND (SELECT {qn('attempts')} FROM run_row) = 1",  # noqa: S608
-        key_sql=f"(SELECT CAST({qn('thread_id')} AS text) FROM thread_row)",  # noqa: S608
-        columns={"thread_id": f"(SELECT {qn('id')} FROM thread_row)"},  # noqa: S608
-    )
-    event_pk = qn(str(Event._meta.pk.column))
-    sql = (
-        f"WITH {', '.join(linked.ctes)}, "  # noqa: S608
-        f"appended AS ({linked.insert} RETURNING {event_pk}, seq, prev_hash, hash) "
-        f"SELECT {', '.join(f'run_row.{qn(c)}' for c in run_columns)}, "
-        f"{', '.join(f'thread_row.{qn(c)}' for c in thread_columns)}, "
-        f"appended.{event_pk}, appended.seq, appended.prev_hash, appended.hash, "
-        # The id the review the run may pause on will have (:data:`REVIEW_ID`): inserted with
-        # the mirror's events then, not in a statement of its own. Unused ids are a gap.
-        "nextval(pg_get_serial_sequence(%s, 'id')) "
-        "FROM run_row CROSS JOIN thread_row LEFT JOIN appended ON TRUE"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*linked.params, reviews])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    review_id = row[-1]
-    appended = row[-5:-1]
-    row = row[:-5]
-    run = Run.from_db(
-        connection.alias,
-        [c.attname for c in Run._meta.concrete_fields],
-        rows.converted(Run, row[: len(run_columns)], connection),
-    )
-    run.thread = Thread.from_db(
-        connection.alias,
-        [c.attname for c in Thread._meta.concrete_fields],
-        rows.converted(Thread, row[len(run_columns) :], connection),
-    )
-    setattr(run, REVIEW_ID, review_id)
-    if appended[0] is not None:
-        started.thread = run.thread
-        started.run = run
-        linked.check(connection.alias, str(run.thread.thread_id), [appended])
-        # No new change token: a run starting changes nothing the live pages show (chain._changed).
-        setattr(run, STARTED, True)
-    return run
-
-
-#: Set on a Run by :func:`_counted_attempt` when its ``run_started`` was written with it.
-STARTED = "_nitro_run_started"
 
 
 def _run_and_wait(run: Run, assistant: Any) -> Run:
     with transaction.atomic():
         # Held while the run goes on (the worker waits for it anyway), so a second delivery of
         # this task waits, then finds it finished; only this run's row: the thread is not held up.
-        claimed = run
         run = _LOCKED_RUN.get(run.pk)
         if run.finished:
             return run
-        setattr(run, REVIEW_ID, getattr(claimed, REVIEW_ID, None))
         thread_id = str(run.thread.thread_id)
         if not run.remote_run_id and run.attempts > 1:
             remote = find_remote_run(assistant, thread_id, {RUN_KEY: str(run.pk)})
@@ -405,7 +278,8 @@ def _run_and_wait(run: Run, assistant: Any) -> Run:
             thread_metadata=run.thread.metadata or None,
         )
         history = result.messages or assistant.thread_messages(thread_id=thread_id)
-        # record_result updates the thread first: that locks it for the rest of the mirroring.
+        # Only now the thread: a new message on it was not held up while the run went on.
+        lock_thread(run.thread)
         record_result(run.thread, run, result, history)
     return run
 

@@ -295,64 +295,6 @@ def send(db: str, writes: list[Write]) -> None:
             queue.sending = False
 
 
-def send_with_read(
-    db: str, lock: tuple[type[Model], Any], read: str, params: list[Any], *, order_by: str
-) -> list[tuple[Any, ...]] | None:
-    """The queued writes and ``read`` (a SELECT whose first column is never NULL, its
-    ``params``; its rows in the order of ``order_by``, SQL naming its columns as
-    ``found_rows.<column>``) in one statement instead of two, where the queue holds an UPDATE
-    of the row ``lock`` (model, pk) that would take its lock and ``read`` is meant to follow
-    that lock: the rows ``read`` returns, or None, and then the caller reads on its own (the
-    lock is held and the writes made, or nothing was sent).
-
-    A statement's snapshot is taken as it starts, before it waits for a lock, so the read could
-    miss what a writer holding the row committed meanwhile. The statement locks the row first
-    (``FOR NO KEY UPDATE``, before any write of the queue: each is made under that lock) and
-    compares the locked version (PostgreSQL locks the row as the writer it waited for left it)
-    with the version the snapshot holds: their ``xmin`` differ when anyone wrote the row after
-    the snapshot was taken, and the rows read are then thrown away (None). So it holds only
-    for rows whose every writer under that lock also writes the locked row. None too (nothing
-    sent) when the queue holds no such UPDATE or is held. ``read`` sees the database as the
-    statement started: none of the queue's writes (the caller accounts for them)."""
-    queue = pending(db)
-    model, pk = lock
-    if (
-        queue is None
-        or queue.held
-        or (model, pk) not in queue.writes
-        or queue.writes[(model, pk)].insert
-    ):
-        return None
-    connection = connections[db]
-    by_key, key = _by_key(model, pk, connection)
-    row = f"FROM {connection.ops.quote_name(model._meta.db_table)} WHERE {by_key}"
-    taken = queue.take()
-    sqls, write_params = ctes(db, taken, only_if="EXISTS (SELECT 1 FROM row_locked)")
-    sql = (
-        f"WITH row_seen AS MATERIALIZED (SELECT xmin AS version {row}), "  # noqa: S608
-        f"row_locked AS MATERIALIZED (SELECT xmin AS version {row} FOR NO KEY UPDATE), "
-        f"{', '.join(sqls)} "
-        "SELECT lock_state.locked, lock_state.fresh, found_rows.* FROM (SELECT "
-        "EXISTS (SELECT 1 FROM row_locked) AS locked, COALESCE((SELECT version FROM row_locked)"
-        " = (SELECT version FROM row_seen), false) AS fresh) AS lock_state "
-        f"LEFT JOIN ({read}) AS found_rows ON true ORDER BY {order_by}"
-    )
-    queue.sending = True
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [key, key, *write_params, *params])
-            fetched = cursor.fetchall()
-    finally:
-        queue.sending = False
-    locked, fresh = fetched[0][0], fetched[0][1]
-    if not locked:  # the row is gone: nothing was written; the writes go as they would have
-        send(db, taken)
-        return None
-    if not fresh:
-        return None
-    return [tuple(found[2:]) for found in fetched if found[2] is not None]
-
-
 def pending(db: str) -> Queue | None:
     """The current batch's queue on ``db``, if it holds writes."""
     queue = _queue.get()

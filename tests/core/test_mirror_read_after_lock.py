@@ -1,12 +1,10 @@
-"""A run's and a resume's mirror read the thread's open reviews in the statement that takes the
-thread's lock (PostgreSQL, issue 21: ``writes.send_with_read``), not in a statement after it.
+"""A run's and a resume's mirror read the thread's open reviews after taking the thread's lock
+(``select_for_update``), in a statement of their own after it: under READ COMMITTED that
+statement sees what the lock's previous holder committed.
 
-That statement's snapshot is older than its wait for the lock, so what the lock's holder
-committed meanwhile is missing from what it read: the statement sees that the thread's row
-changed since its snapshot and the reviews are read again. Each test has another writer (a
-real service call, in a thread and connection of its own) hold the thread's lock with the
-reviews changed, and commit only once the mirror's statement waits for it: the mirror then acts
-on the reviews as that writer left them, as when it read after the lock."""
+Each test has another writer (a real service call, in a thread and connection of its own) hold
+the thread's lock with the reviews changed, and commit only once the mirror waits for that
+lock: the mirror then acts on the reviews as that writer left them."""
 
 from __future__ import annotations
 
@@ -27,7 +25,7 @@ from tests.core.conftest import tool_review
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.postgresql("the read rides on the lock's statement on PostgreSQL only"),
+    pytest.mark.postgresql("row locks: a writer holds the thread's lock while the mirror waits"),
 ]
 
 APPROVE = {"tool_calls": [{"id": "call_1", "action": "approve"}]}
@@ -108,12 +106,16 @@ def reviewer(user_model: Any) -> Any:
     return user_model.objects.get(pk=jane.pk)
 
 
-def reviews_read_on_their_own(queries: CaptureQueriesContext) -> int:
-    return sum(
-        1
-        for q in queries.captured_queries
-        if q["sql"].startswith('SELECT "nitro_assistants_review')
-    )
+def open_reviews_read_after_the_threads_lock(queries: CaptureQueriesContext) -> bool:
+    """The reviews were read once, in a statement after the one that locked the thread."""
+    sent = [q["sql"] for q in queries.captured_queries]
+    locks = [
+        i
+        for i, sql in enumerate(sent)
+        if sql.startswith('SELECT "nitro_assistants_thread') and "FOR NO KEY UPDATE" in sql
+    ]
+    reads = [i for i, sql in enumerate(sent) if sql.startswith('SELECT "nitro_assistants_review')]
+    return len(locks) == 1 and len(reads) == 1 and locks[0] < reads[0]
 
 
 def test_a_new_message_committed_while_a_runs_mirror_waits_is_seen_by_it(
@@ -146,7 +148,7 @@ def test_a_new_message_committed_while_a_runs_mirror_waits_is_seen_by_it(
     assert pending.pk != shown.pk and pending.interrupt_ids == ["int-1"]
     assert Run.objects.get(pk=run.pk).status == Run.Status.INTERRUPTED
     assert chain.verify().ok
-    assert reviews_read_on_their_own(queries) == 1  # the thread had changed: read again
+    assert open_reviews_read_after_the_threads_lock(queries)
 
 
 def test_a_sync_committed_while_a_resumes_mirror_waits_is_seen_by_it(
@@ -154,8 +156,7 @@ def test_a_sync_committed_while_a_resumes_mirror_waits_is_seen_by_it(
 ) -> None:
     """The resume paused again; a sync mirrors that pause while the resume's mirror waits for
     the thread: read before that commit, the mirror would record the pause a second time (and
-    fail on the one-pending rule). The review the resume applies is written in the same
-    statement, and is not open once applied."""
+    fail on the one-pending rule). The review the resume applies is not open once applied."""
     run = services.start_run("walkthrough", "Move me to Tuesday")
     thread = run.thread
     fake_assistant.results = [run_result(tool_review("int-1"))]
@@ -182,37 +183,35 @@ def test_a_sync_committed_while_a_resumes_mirror_waits_is_seen_by_it(
     assert second.interrupt_ids == ["int-2"]
     assert Event.objects.filter(review=second, verb="review_requested").count() == 1
     assert chain.verify().ok
-    assert reviews_read_on_their_own(queries) == 1
+    assert open_reviews_read_after_the_threads_lock(queries)
 
 
-def test_without_anyone_meanwhile_the_read_is_not_sent_again(
+def test_without_anyone_meanwhile_the_reviews_are_read_once_after_the_lock(
     fake_assistant: FakeAssistant, django_user_model: Any
 ) -> None:
-    """The same flow with nobody else on the thread: one statement writes the mirror and reads
-    the open reviews, for the run and for the resume (the applied review leaves them)."""
+    """The same flow with nobody else on the thread: the open reviews are read once, after the
+    thread's lock, for the run and for the resume (the applied review leaves them)."""
     run = services.start_run("walkthrough", "Move me to Tuesday")
     fake_assistant.results = [run_result(tool_review("int-1")), run_result(tool_review("int-2"))]
     with CaptureQueriesContext(connection) as queries:
         services.execute_run(run.pk)
-    assert reviews_read_on_their_own(queries) == 0
+    assert open_reviews_read_after_the_threads_lock(queries)
     first = Review.objects.get(thread=run.thread, status=Review.Status.PENDING)
     decision = services.decide(first, reviewer(django_user_model), APPROVE)
     with CaptureQueriesContext(connection) as queries:
         services.execute_resume(decision.pk)
-    assert reviews_read_on_their_own(queries) == 0
+    assert open_reviews_read_after_the_threads_lock(queries)
     first.refresh_from_db()
     assert first.status == Review.Status.APPLIED
     (second,) = Review.objects.filter(thread=run.thread, status=Review.Status.PENDING)
     assert second.interrupt_ids == ["int-2"] and second.pk != first.pk
 
 
-def test_the_review_a_resume_applies_is_closed_to_the_read_of_the_same_statement(
+def test_the_review_a_resume_applies_is_closed_to_its_mirrors_read(
     fake_assistant: FakeAssistant, django_user_model: Any
 ) -> None:
-    """The read sees the database as its statement started, before the resume's own writes:
-    the review applied there is counted with the status it is given (applied, no longer open).
-    A resume that pauses on the same interrupt id again gets a review of its own, as when the
-    reviews were read after those writes."""
+    """The read comes after the resume's own writes: the review it applies is no longer open.
+    A resume that pauses on the same interrupt id again gets a review of its own."""
     run = services.start_run("walkthrough", "Move me to Tuesday")
     fake_assistant.results = [run_result(tool_review("int-1")), run_result(tool_review("int-1"))]
     services.execute_run(run.pk)
@@ -224,4 +223,4 @@ def test_the_review_a_resume_applies_is_closed_to_the_read_of_the_same_statement
     assert first.status == Review.Status.APPLIED
     (again,) = Review.objects.filter(thread=run.thread, status=Review.Status.PENDING)
     assert again.pk != first.pk and again.interrupt_ids == ["int-1"]
-    assert reviews_read_on_their_own(queries) == 0
+    assert open_reviews_read_after_the_threads_lock(queries)

@@ -26,9 +26,13 @@ pytestmark = [
 
 PREPARED = os.environ.get("NITRO_TEST_DB_PREPARED") == "1"
 #: What the flow's heaviest statements say, as PostgreSQL keeps them prepared: a new thread with
-#: its run, events and chain head; an append locking its chain's head; the mirror's read after
-#: the thread's lock.
-REPEATED = ("thread_row AS (INSERT", "head_row AS MATERIALIZED", "row_locked AS")
+#: its run, events and chain head; an append locking its chain's head; the mirror's read of the
+#: open reviews (with their decisions' outcome) after the thread's lock.
+REPEATED = (
+    "thread_row AS (INSERT",
+    "head_row AS MATERIALIZED",
+    'LEFT OUTER JOIN "nitro_assistants_decision"',
+)
 
 
 def prepared_statements() -> list[str]:

@@ -252,29 +252,3 @@ def test_a_locked_read_needs_a_transaction_as_the_orm_does() -> None:
         Run.objects.select_for_update(of=("self",)).select_related("thread").get(pk=run.pk)
     with pytest.raises(TransactionManagementError, match="outside of a transaction"):
         runs._LOCKED_RUN.get(run.pk)
-
-
-def test_rows_read_by_hand_are_the_instances_the_orm_loads() -> None:
-    """rows.instances (the mirror's open reviews): JSON decoded, UUIDs, datetimes and foreign
-    keys as the ORM loads them, on either database, whatever order the table's columns have."""
-    review = ReviewFactory(status=Review.Status.PENDING, interrupt_ids=["a", "b"])
-    columns = [f.column for f in Review._meta.concrete_fields]
-    qn = connection.ops.quote_name
-    table = qn(Review._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {', '.join(qn(c) for c in columns)} FROM {table} WHERE id = %s",
-            [review.pk],
-        )
-        (built,) = rows.instances(Review, cursor.fetchall(), connection)
-    assert snapshot(built) == snapshot(Review.objects.get(pk=review.pk))
-    assert built.interrupt_ids == ["a", "b"] and isinstance(built.requested_at, dt.datetime)
-    run = RunFactory()
-    with connection.cursor() as cursor:
-        names = [f.column for f in Run._meta.concrete_fields]
-        cursor.execute(
-            f"SELECT {', '.join(qn(c) for c in names)} FROM {qn(Run._meta.db_table)}",
-        )
-        (loaded,) = rows.instances(Run, cursor.fetchall(), connection)
-    assert snapshot(loaded) == snapshot(Run.objects.get(pk=run.pk))
-    assert isinstance(loaded.pk, uuid.UUID) and loaded.input == run.input

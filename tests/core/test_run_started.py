@@ -1,8 +1,8 @@
 """``run_started``: recorded once per run, by the delivery that counts its first attempt.
 
-On PostgreSQL the event rides on the statement that counts the attempt (issue 21): that
-statement alone knows the thread's chain key, so the database builds the event's hash around it
-and the service checks the link it returns. These tests hold what the trail says either way.
+The run's row is locked, its attempt counted, its thread marked busy and the event recorded
+through the audit chain in one transaction, committed before the server is called. These tests
+hold what the trail says on either database.
 """
 
 from __future__ import annotations
@@ -46,7 +46,9 @@ def test_the_first_delivery_records_run_started_linked_into_the_threads_chain(
     result = chain.verify()
     assert result.ok, result.broken
     if connection.vendor == "postgresql":
-        assert len(queries) == 1  # the attempt, the thread busy and the event: one statement
+        # BEGIN, the run locked, the attempt, the thread busy and the event (one statement:
+        # the writes ride on the chain's append), COMMIT.
+        assert len(queries) == 4
 
 
 def test_a_redelivery_counts_its_attempt_and_records_no_second_run_started(
