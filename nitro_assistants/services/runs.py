@@ -16,7 +16,7 @@ from nitro_assistants import signals
 from nitro_assistants.client import RunResult
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError, RunError
-from nitro_assistants.models import Decision, Run, Thread
+from nitro_assistants.models import Decision, Event, Run, Thread
 from nitro_assistants.services import clients, rows, writes
 from nitro_assistants.services.audit import (
     build_event,
@@ -73,7 +73,12 @@ def start_run(
     if metadata is not None and not isinstance(metadata, dict):
         raise RunError("A thread's metadata is a dict.")
     changed: list[str] = []
-    if isinstance(thread, str) and connections[router.db_for_write(Thread)].vendor == "postgresql":
+    if (
+        isinstance(thread, str)
+        and connections[router.db_for_write(Thread)].vendor == "postgresql"
+        # A host's save receivers see the thread and the run saved as on every database.
+        and not any(writes.watched(model) for model in (Thread, Run, Event))
+    ):
         return _start_new_thread(thread, payload, context, user, metadata)
     with transaction.atomic(), events_batched():
         if isinstance(thread, str):

@@ -45,11 +45,14 @@ EXPECTED: dict[str, list[Seen]] = {
         ("Event", True, None),  # run_requested
     ],
     "execute_run": [
+        # The run claimed under its lock (the attempt counted), the thread busy, run_started.
+        ("Run", False, frozenset({"attempts", "started_at", "status"})),
+        ("Thread", False, frozenset({"status"})),
         ("Event", True, None),  # run_started
-        ("Thread", False, THREAD_MIRRORED),
-        ("Run", False, RUN_MIRRORED),
         ("Review", True, None),
         ("ReviewHandling", True, None),
+        ("Thread", False, THREAD_MIRRORED),
+        ("Run", False, RUN_MIRRORED),
         ("Event", True, None),  # run_finished
         ("Event", True, None),  # review_requested
         ("Event", True, None),  # policy_matched
