@@ -869,6 +869,16 @@ class Assistants:
         else:
             stamp = reviewed_at or _now()
 
+        # The decision, checked against the pause shown and then against the one pending.
+        decided: dict[str, Any] = {
+            "reply": reply,
+            "tool_calls": tool_calls,
+            "answer": answer,
+            "reviewer_id": reviewer_id,
+            "reviewed_at": stamp,
+            "interrupt_id": interrupt_id,
+            "answers": answers,
+        }
         named_ids = [*([interrupt_id] if interrupt_id else []), *(answers or {})]
         if (
             shown is not None
@@ -878,16 +888,7 @@ class Assistants:
         ):
             # An answer that does not fit the pause shown (not one of its options, say) is
             # refused before any request; the state is still read below, for what is pending.
-            build_resume(
-                shown,
-                reply=reply,
-                tool_calls=tool_calls,
-                answer=answer,
-                reviewer_id=reviewer_id,
-                reviewed_at=stamp,
-                interrupt_id=interrupt_id,
-                answers=answers,
-            )
+            build_resume(shown, **decided)
         pending: PendingReview | None
         if (
             shown is not None
@@ -905,16 +906,7 @@ class Assistants:
         for named in answers or {}:
             if named not in pending.interrupt_ids:
                 raise _superseded(thread_id, named)
-        resume = build_resume(
-            pending,
-            reply=reply,
-            tool_calls=tool_calls,
-            answer=answer,
-            reviewer_id=reviewer_id,
-            reviewed_at=stamp,
-            interrupt_id=interrupt_id,
-            answers=answers,
-        )
+        resume = build_resume(pending, **decided)
         run_metadata: dict[str, Any] = {
             **(metadata or {}),
             "reviewer_id": reviewer_id,
