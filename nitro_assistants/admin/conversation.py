@@ -153,11 +153,16 @@ def held_conversation(review: Review, decision: Decision | None = None) -> list[
     return shown
 
 
+def _inside_braces(text: str) -> str:
+    """``{"a": 1}`` → ``"a": 1``; a cut object keeps its ``…`` (only its ``{`` goes)."""
+    return text[1:-1] if text.endswith("}") else text[1:]
+
+
 def held_summary(review: Review) -> str:
     """One line for the queue: the held calls in short, or the reply's first line."""
     if review.kind == Review.Kind.TOOL_CALLS:
         return "; ".join(
-            f"{call.get('name')}({short_json(call.get('args') or {}, 60)[1:-1]})"
+            f"{call.get('name')}({_inside_braces(short_json(call.get('args') or {}, 60))})"
             for call in review.tool_calls
         )
     if review.kind == Review.Kind.REPLY:

@@ -244,3 +244,26 @@ def test_with_no_kind_filtered_the_statuses_of_each_lifecycle_are_listed_apart(
     plans = reviewer_client.get("/admin/nitro_assistants/review/?kind__exact=plan")
     section = plans.content.decode().split("By status", 1)[1].split("</details>", 1)[0]
     assert "nitro-filter-group" not in section
+
+
+def test_a_long_call_in_the_queue_keeps_its_ellipsis_not_a_dangling_colon() -> None:
+    """The demo's $480 refund read `refund("amount": 480, ..., "appointment_id":)`: the cut
+    object's "…" was taken for its closing brace."""
+    from nitro_assistants.admin.conversation import held_summary
+
+    review = make_tool_review(
+        [
+            {
+                "id": "call_1",
+                "name": "refund",
+                "args": {"amount": 480, "reason": "water damage", "appointment_id": 42},
+                "allowed_decisions": ["approve", "reject"],
+            }
+        ]
+    )
+    summary = held_summary(review)
+    assert summary.startswith('refund("amount": 480') and summary.endswith("…)")
+    short = make_tool_review()
+    assert held_summary(short) == (
+        'reschedule_appointment("appointment_id": 42, "day": "Tuesday", "time": "10:00")'
+    )
