@@ -1,7 +1,7 @@
 """The only code that changes state. Every function guards the current status, locks the rows it
 changes (``select_for_update``), writes an
 :class:`~nitro_assistants.models.Event`, sends its signal and enqueues Celery work after the
-write commits (:mod:`.commits`). A thread, review or run is locked with
+write commits (``transaction.on_commit``). A thread, review or run is locked with
 ``no_key=True`` (FOR NO KEY UPDATE: as exclusive against our other writers): other rows' foreign
 keys point at it, and FOR UPDATE would hold up their inserts' key checks (KEY SHARE), a deadlock
 once the locker waits for one of those inserters. Whoever changes a thread's reviews holds its

@@ -5,17 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import router
+from django.db import router, transaction
 from django.dispatch import Signal
 
-from nitro_assistants.exceptions import UsageError
 from nitro_assistants.models import Event, Review, Run, Thread
-from nitro_assistants.services import commits, writes
+from nitro_assistants.services import writes
 from nitro_assistants.services.chain import append
-from nitro_assistants.services.writes import Write
 
 #: Events recorded inside :func:`events_batched`, written together when it ends.
 _batch: ContextVar[list[Event] | None] = ContextVar("nitro_assistants_event_batch", default=None)
@@ -49,43 +46,8 @@ def events_batched() -> Iterator[None]:
 
 
 def batching() -> bool:
-    """True inside :func:`events_batched` (or :func:`events_held`)."""
+    """True inside :func:`events_batched`."""
     return _batch.get() is not None
-
-
-@dataclass
-class Held:
-    """What :func:`events_held` kept: the ``events`` recorded and the row ``writes`` queued."""
-
-    events: list[Event]
-    writes: list[Write] = field(default_factory=list)
-
-    def take(self, model: type[Any], pk: Any) -> Write:
-        """Take the queued write of one row out (the caller sends it its own way)."""
-        for i, write in enumerate(self.writes):
-            if write.model is model and write.pk == pk:
-                return self.writes.pop(i)
-        raise UsageError(f"no write of {model.__name__} {pk} is held")
-
-
-@contextmanager
-def events_held(db: str) -> Iterator[Held]:
-    """Like :func:`events_batched`, on PostgreSQL, in a transaction or not, but nothing is
-    sent: the events recorded and the writes queued inside are the caller's to send, in one
-    statement of its own (:func:`nitro_assistants.services.chain.append_gated`). Any other
-    statement sent inside while writes are queued raises ``UsageError``; a block that raises
-    leaves nothing behind."""
-    if _batch.get() is not None:
-        raise UsageError("events_held cannot be nested in a batch")
-    held = Held(events=[])
-    token = _batch.set(held.events)
-    try:
-        with writes.queued(db, held=True) as queue:
-            yield held
-            assert queue is not None
-            held.writes = queue.take()
-    finally:
-        _batch.reset(token)
 
 
 def record_event(
@@ -131,4 +93,4 @@ def build_event(
 
 def send_on_commit(signal: Signal, sender: type, **kwargs: Any) -> None:
     """Send ``signal`` once the current transaction commits (at once outside one)."""
-    commits.on_commit(lambda: signal.send(sender=sender, **kwargs))
+    transaction.on_commit(lambda: signal.send(sender=sender, **kwargs))

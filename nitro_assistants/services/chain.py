@@ -155,9 +155,9 @@ class Gate:
     returned: Any = None
 
 
-def append_gated(events: list[Event], gate: Gate, held: list[writes.Write] | None = None) -> bool:
+def append_gated(events: list[Event], gate: Gate) -> bool:
     """PostgreSQL, one existing chain: ``gate``'s write and, when it wrote (``gate.condition``),
-    ``events`` appended and the ``held`` row writes made (:mod:`.writes`), in one statement
+    ``events`` appended, in one statement
     (atomic without a transaction). False when nothing was written: the gate did not write (or
     wrote, for a chain without a head: the caller's gate should write only when the head
     exists). It sends no model signal: callers take it only while no receiver watches the
@@ -165,7 +165,7 @@ def append_gated(events: list[Event], gate: Gate, held: list[writes.Write] | Non
     db = router.db_for_write(Event)
     key = chain_of(events[0])
     assert all(chain_of(e) == key for e in events) and not _is_new(events)
-    if not _append_linked(db, key, events, list(held or []), gate):
+    if not _append_linked(db, key, events, [], gate):
         return False
     _changed(events, db)
     return True

@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery, _state
-
-from nitro_assistants.services import commits
+from django.db import transaction
 
 
 def is_fallback(app: Celery) -> bool:
@@ -57,4 +56,4 @@ def send(name: str, *args: Any, countdown: float | None = None, **kwargs: Any) -
 def enqueue(name: str, *args: Any, countdown: float | None = None, **kwargs: Any) -> None:
     """Send the task ``name`` once the current transaction commits (at once outside one): a
     rolled-back state change enqueues nothing."""
-    commits.on_commit(lambda: send(name, *args, countdown=countdown, **kwargs))
+    transaction.on_commit(lambda: send(name, *args, countdown=countdown, **kwargs))

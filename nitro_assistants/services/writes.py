@@ -35,7 +35,6 @@ from django.db import DatabaseError, connections, router
 from django.db.models import Model
 from django.db.models.signals import post_save, pre_save
 
-from nitro_assistants.exceptions import UsageError
 from nitro_assistants.services.rows import cast
 
 M = TypeVar("M", bound=Model)
@@ -61,8 +60,6 @@ class Queue:
     writes: dict[tuple[type[Model], Any], Write] = field(default_factory=dict)
     #: True while the queue's own statement is sent (the wrapper lets it through).
     sending: bool = False
-    #: Sent only by the caller's own statement (:func:`queued`, ``held``).
-    held: bool = False
 
     def take(self) -> list[Write]:
         writes = list(self.writes.values())
@@ -108,28 +105,22 @@ def _queue_for(db: str) -> Queue | None:
 
 
 @contextmanager
-def queued(db: str, *, held: bool = False) -> Iterator[Queue | None]:
+def queued(db: str) -> Iterator[Queue | None]:
     """Queue the writes made inside (on ``db``, PostgreSQL, in a transaction) until the block
     ends; the caller sends what is left (``Queue.take``) with its own statement or with
     :func:`send` before the block ends. Nested blocks share the outermost queue. Only inside a
     transaction, which outlives the block: what is queued commits with what was sent. A block
     that raises with writes queued sends them anyway (each had been sent when it was made),
-    unless the database raised (the transaction is lost then).
-
-    ``held``: in a transaction or not, nothing is sent before the caller's one statement: any
-    other statement while writes are queued raises :class:`UsageError`, and a block that raises
-    sends nothing (the caller's statement writes all or nothing: a compare-and-set)."""
+    unless the database raised (the transaction is lost then)."""
     connection = connections[db]
     if (
         _queue.get() is not None
         or connection.vendor != "postgresql"
-        or not (held or connection.in_atomic_block)
+        or not connection.in_atomic_block
     ):
-        if held:
-            raise UsageError("held writes need PostgreSQL and a batch of their own")
         yield None
         return
-    queue = Queue(db=db, held=held)
+    queue = Queue(db=db)
     token = _queue.set(queue)
     reset = False
     try:
@@ -141,10 +132,7 @@ def queued(db: str, *, held: bool = False) -> Iterator[Queue | None]:
     except BaseException:
         _queue.reset(token)
         reset = True
-        if held:
-            queue.take()
-        else:
-            send(queue.db, queue.take())
+        send(queue.db, queue.take())
         raise
     finally:
         if not reset:
@@ -154,8 +142,6 @@ def queued(db: str, *, held: bool = False) -> Iterator[Queue | None]:
 def _send_first(queue: Queue) -> Any:
     def wrapper(execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
         if queue.writes and not queue.sending:
-            if queue.held:
-                raise UsageError(f"a statement was sent while held writes wait: {sql[:80]}")
             send(queue.db, queue.take())
         return execute(sql, params, many, context)
 

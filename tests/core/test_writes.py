@@ -14,10 +14,9 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from nitro_assistants import services
-from nitro_assistants.exceptions import UsageError
 from nitro_assistants.models import AuditChain, Event, Review, Run, Thread
-from nitro_assistants.services import chain, claims, commits, writes
-from nitro_assistants.services.audit import events_batched, events_held, record_event
+from nitro_assistants.services import chain, claims, writes
+from nitro_assistants.services.audit import events_batched, record_event
 from nitro_assistants.testing import FakeAssistant
 from tests.factories import ReviewFactory, RunFactory, ThreadFactory
 
@@ -168,109 +167,3 @@ def test_a_first_claim_is_one_statement_and_a_renewal_two() -> None:
     assert held.user_id == user.pk  # a live claim stays its holder's
     assert review.thread.events.filter(verb="review_claimed").count() == 1
     assert chain.verify().ok
-
-
-# -- held writes: one statement of the caller's, all or nothing (decide's compare-and-set) ------
-
-
-def _held_busy(thread: Thread, run: Run) -> tuple[list[Event], list[writes.Write], chain.Gate]:
-    """A thread marked busy, a new run of it and an event, held (nothing sent); the thread's
-    write taken out as the gate: made only while the thread is idle (a compare-and-set, as
-    decide's review status)."""
-    with events_held("default") as held:
-        thread.status = Thread.Status.BUSY
-        writes.save(thread, ["status"])
-        writes.insert(run)
-        record_event(thread, "run_requested", run=run)
-    sql, params = writes.update(
-        "default", held.take(Thread, thread.pk), only_if="\"status\" = 'idle'"
-    )
-    gate = chain.Gate(
-        ctes=[f"gate_row AS ({sql})"],
-        params=params,
-        condition="EXISTS (SELECT 1 FROM gate_row)",
-        returning="1",
-    )
-    return held.events, held.writes, gate
-
-
-@postgresql
-def test_held_writes_ride_on_the_gated_statement_when_the_gate_writes() -> None:
-    thread = started_chain(ThreadFactory(status=Thread.Status.IDLE))
-    run = Run(thread=thread, kind=Run.Kind.RUN, input={})
-    events, held, gate = _held_busy(thread, run)
-    with CaptureQueriesContext(connection) as queries:
-        assert chain.append_gated(events, gate, held)
-    assert len(statements(queries)) == 1  # no transaction: one statement, all of it
-    assert Thread.objects.get(pk=thread.pk).status == Thread.Status.BUSY
-    assert Run.objects.filter(pk=run.pk).exists()
-    assert Event.objects.filter(verb="run_requested", run_id=run.pk).count() == 1
-    assert chain.verify().ok
-
-
-@postgresql
-def test_held_writes_are_not_made_when_the_gate_does_not_write() -> None:
-    thread = started_chain(ThreadFactory(status=Thread.Status.IDLE))
-    head = AuditChain.objects.get(chain=str(thread.thread_id)).seq
-    run = Run(thread=thread, kind=Run.Kind.RUN, input={})
-    events, held, gate = _held_busy(thread, run)
-    Thread.objects.filter(pk=thread.pk).update(status=Thread.Status.ERROR)  # moved meanwhile
-
-    assert not chain.append_gated(events, gate, held)
-
-    assert Thread.objects.get(pk=thread.pk).status == Thread.Status.ERROR
-    assert not Run.objects.filter(pk=run.pk).exists()
-    assert not Event.objects.filter(verb="run_requested").exists()
-    assert AuditChain.objects.get(chain=str(thread.thread_id)).seq == head
-    assert chain.verify().ok
-
-
-def _busy_held(thread: Thread, then: Any) -> None:
-    """Mark ``thread`` busy with its write held, then call ``then`` inside the held block."""
-    with events_held("default"):
-        thread.status = Thread.Status.BUSY
-        writes.save(thread, ["status"])
-        then()
-
-
-@postgresql
-def test_a_statement_sent_while_writes_are_held_is_refused_and_nothing_is_written() -> None:
-    thread = ThreadFactory(status=Thread.Status.IDLE)
-    # A read would have to send the held write first: never.
-    with pytest.raises(UsageError, match="held writes"):
-        _busy_held(thread, Thread.objects.count)
-    assert Thread.objects.get(pk=thread.pk).status == Thread.Status.IDLE
-
-
-@postgresql
-def test_a_held_block_that_raises_sends_nothing() -> None:
-    thread = ThreadFactory(status=Thread.Status.IDLE)
-
-    def misfit() -> None:
-        raise ValueError("the decision did not fit")
-
-    with pytest.raises(ValueError, match="did not fit"):
-        _busy_held(thread, misfit)
-    assert Thread.objects.get(pk=thread.pk).status == Thread.Status.IDLE
-
-
-def test_callbacks_held_outside_a_transaction_wait_for_the_holder() -> None:
-    ran: list[str] = []
-    with commits.held() as kept:
-        commits.on_commit(lambda: ran.append("enqueued"))
-        assert ran == []  # Django's on_commit would have run it at once
-    commits.run(kept)
-    assert ran == ["enqueued"]
-    with commits.held() as dropped:
-        commits.on_commit(lambda: ran.append("dropped"))
-    assert ran == ["enqueued"] and len(dropped) == 1  # the holder's statement wrote nothing
-    commits.on_commit(lambda: ran.append("at once"))  # not held: as Django's
-    assert ran == ["enqueued", "at once"]
-
-
-def test_callbacks_inside_a_transaction_wait_for_its_commit_as_before() -> None:
-    ran: list[str] = []
-    with commits.held() as kept, transaction.atomic():
-        commits.on_commit(lambda: ran.append("committed"))
-        assert ran == []
-    assert ran == ["committed"] and kept == []
