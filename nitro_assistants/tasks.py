@@ -65,13 +65,20 @@ def backoff(retries: int) -> float:
     return float(ceiling / 2 + random.uniform(0, ceiling / 2))
 
 
-def _retry_or_give_up(task: Task, exc: Exception, give_up: Any) -> Any:
-    """Retry a transient error (with backoff, up to ``TASK_MAX_RETRIES``); record anything else
-    (or the last retry) as the failure it is, with ``run_failed``. An error the services did not
-    expect (an odd payload, a database refusing a value) must not leave the run ``running`` for
-    ``requeue_stale`` to send again forever."""
+def _retry_if_transient(task: Task, exc: Exception) -> None:
+    """Retry ``task`` (with backoff) when ``exc`` is transient and ``TASK_MAX_RETRIES`` is not
+    used up; return otherwise, for the caller to give up its own way. The one place the tasks
+    decide what is retried; ``services.clients.is_transient`` says which errors may go away."""
     if is_transient(exc) and task.request.retries < app_settings.TASK_MAX_RETRIES:
-        raise task.retry(exc=exc, countdown=backoff(task.request.retries))
+        raise task.retry(exc=exc, countdown=backoff(task.request.retries)) from exc
+
+
+def _retry_or_give_up(task: Task, exc: Exception, give_up: Any) -> Any:
+    """Retry a transient error (:func:`_retry_if_transient`); record anything else (or the last
+    retry) as the failure it is, with ``run_failed``. An error the services did not expect (an
+    odd payload, a database refusing a value) must not leave the run ``running`` for
+    ``requeue_stale`` to send again forever."""
+    _retry_if_transient(task, exc)
     error = error_text(exc)
     if not is_transient(exc):
         logger.error(
@@ -121,9 +128,8 @@ def sync_thread(self: Task, thread_pk: int) -> str:
     try:
         thread = services.sync_thread(thread_pk)
     except Exception as exc:
-        if not is_transient(exc) or self.request.retries >= app_settings.TASK_MAX_RETRIES:
-            raise
-        raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
+        _retry_if_transient(self, exc)
+        raise
     return str(thread.status)
 
 
@@ -144,9 +150,8 @@ def execute_plan_step(self: Task, step_pk: int) -> str:
     try:
         step = services.execute_plan_step(step_pk)
     except Exception as exc:
-        if not is_transient(exc) or self.request.retries >= app_settings.TASK_MAX_RETRIES:
-            raise
-        raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
+        _retry_if_transient(self, exc)
+        raise
     return str(step.status)
 
 

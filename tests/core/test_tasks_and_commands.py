@@ -11,7 +11,7 @@ from django.utils import timezone
 
 import nitro_assistants
 from nitro_assistants import services, tasks
-from nitro_assistants.exceptions import RunError
+from nitro_assistants.exceptions import RunError, ThreadStateError
 from nitro_assistants.models import Delivery, Review, Run, Thread
 from nitro_assistants.testing import FakeAssistant, reply_review
 from tests.core.conftest import sent
@@ -70,6 +70,43 @@ def test_run_task_does_not_retry_other_errors(
     run.refresh_from_db()
     assert (run.status, run.attempts) == (Run.Status.FAILED, 1)
     assert run.error == "ValueError: a bug, not an outage"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("error", "max_retries", "state"),
+    [
+        (ThreadStateError("503 Service Unavailable", transient=True), 8, "RETRY"),  # type: ignore[call-arg]
+        (ThreadStateError("503 Service Unavailable", transient=True), 0, "FAILURE"),  # type: ignore[call-arg]
+        (ThreadStateError("404 Not Found"), 8, "FAILURE"),
+    ],
+)
+def test_sync_task_retries_transient_errors_while_retries_are_left(
+    fake_assistant: FakeAssistant,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    error: ThreadStateError,
+    max_retries: int,
+    state: str,
+) -> None:
+    """The task the admin's sync button and ``sync_thread`` enqueue answers an outage as
+    ``run_thread`` does: retried with backoff while ``TASK_MAX_RETRIES`` lasts; an error that
+    will not go away by itself, or the last retry's, fails the task."""
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "TASK_MAX_RETRIES": max_retries}
+    thread = ThreadFactory()
+    fake_assistant.fail_next("thread_state", error)
+    scheduled: list[dict[str, Any]] = []
+
+    def retry(**kwargs: Any) -> Retry:
+        scheduled.append(kwargs)
+        return Retry(exc=kwargs["exc"], when=kwargs["countdown"])
+
+    monkeypatch.setattr(tasks.sync_thread, "retry", retry)
+    outcome = tasks.sync_thread.apply(args=(thread.pk,))
+    assert outcome.state == state
+    assert len(scheduled) == (state == "RETRY")
+    if state == "FAILURE":
+        assert outcome.result is error
 
 
 @pytest.mark.django_db
