@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from nitro_assistants import services
-from nitro_assistants.client import Assistant
+from nitro_assistants.client import Assistant, Resume
 from nitro_assistants.exceptions import (
     ReviewSupersededError,
     RunError,
@@ -173,4 +173,21 @@ def test_background_mode_runs_and_resumes_through_the_fake(settings: Any) -> Non
         "start_review",
         "review_result",
     ]
-    assert fake.called("start_review")[0]["tool_calls"][0]["action"] == "approve"
+    (started,) = fake.called("start_review")
+    assert started["tool_calls"][0]["action"] == "approve"
+    # The Resume the real client would have been given, and its fields by name beside it.
+    assert isinstance(started["resume"], Resume)
+    assert started["resume"].tool_calls == started["tool_calls"]
+    assert started["resume"].pending is not None  # the pause shown: not read again
+    assert started["metadata"] == {"nitro_run_id": str(decision.run.pk)}
+
+
+def test_the_fake_takes_a_resume_or_its_keywords_as_the_client_does() -> None:
+    fake = FakeAssistant()
+    resume = Resume(reviewer_id="jane", interrupt_id="i1", reply={"action": "approve"})
+    fake.review("t", resume)
+    fake.review(thread_id="t", reviewer_id="jane", interrupt_id="i1", reply={"action": "approve"})
+    fake.review("t", "jane", interrupt_id="i1", reply={"action": "approve"})
+    assert [call["resume"] for call in fake.called("review")] == [resume, resume, resume]
+    with pytest.raises(UsageError, match="Unexpected arguments: colour"):
+        fake.review("t", resume=None, reviewer_id="jane", colour="red")  # as the client refuses

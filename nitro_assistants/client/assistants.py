@@ -28,7 +28,7 @@ from nitro_assistants.client.results import (
     is_interrupt_id,
     pending_review,
 )
-from nitro_assistants.client.review import build_resume, review_messages
+from nitro_assistants.client.review import Resume, build_resume, review_messages
 from nitro_assistants.client.sse import ServerSentEvent, parse_sse
 from nitro_assistants.exceptions import (
     ConfigurationError,
@@ -622,21 +622,17 @@ class Assistants:
         self,
         thread_id: str,
         assistant_id: str,
-        reviewer_id: str,
-        interrupt_id: str | None = None,
-        reply: Mapping[str, Any] | None = None,
-        tool_calls: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]] | None = None,
-        reviewed_at: datetime | str | None = None,
-        context: dict[str, Any] | None = None,
-        answer: Any = None,
-        pending: PendingReview | None = None,
-        answers: Mapping[str, Any] | None = None,
+        resume: Resume | str | None = None,
+        **fields: Any,
     ) -> RunResult:
-        """Resume a paused thread with a reviewer's decision and return the resumed run.
+        """Resume a paused thread with a reviewer's decision (a :class:`Resume`) and return the
+        resumed run. The keywords of earlier versions still work, ``resume`` then being the
+        reviewer's id: ``review(thread_id, assistant_id, "jane", tool_calls=[...])`` is
+        ``review(thread_id, assistant_id, Resume(reviewer_id="jane", tool_calls=[...]))``.
 
-        Pass exactly one of ``reply`` or ``tool_calls`` (or ``answer``, the resume value of a
-        typed interaction), matching the pause. An ``"inbox"`` or ``"interrupt"`` pause is
-        answered with ``answer`` (the pause ``interrupt_id`` names: an Agent Inbox
+        The resume holds exactly one of ``reply`` or ``tool_calls`` (or ``answer``, the resume
+        value of a typed interaction), matching the pause. An ``"inbox"`` or ``"interrupt"``
+        pause is answered with ``answer`` (the pause ``interrupt_id`` names: an Agent Inbox
         ``HumanResponse`` ``{"type", "args"}``, or the JSON value to resume a plain interrupt
         with), or several at once with ``answers`` (``{interrupt_id: answer}``); pauses not
         named stay pending. Everything is validated against the pause
@@ -651,57 +647,28 @@ class Assistants:
         by interrupt id), and that still raises :class:`ReviewSupersededError`. A pause whose
         interrupt ids are not keys the server checks is read again all the same.
         """
-        thread_id, body, pending = self._resume_request(
-            thread_id,
-            assistant_id,
-            reviewer_id,
-            interrupt_id,
-            reply,
-            tool_calls,
-            reviewed_at,
-            context,
-            answer,
-            None,
-            pending,
-            answers,
-        )
+        resume = Resume.given(resume, fields)
+        thread_id, body, pending = self._resume_request(thread_id, assistant_id, resume, None)
         # Checkpoints carry the state (like "values") and what runs next: the last one says
         # whether the run ended, which a stream cut short would not otherwise tell.
         body["stream_mode"] = ["checkpoints", "updates"]
-        return self._resume(thread_id, body, pending, interrupt_id)
+        return self._resume(thread_id, body, pending, resume.interrupt_id)
 
     def start_review(
         self,
         thread_id: str,
         assistant_id: str,
-        reviewer_id: str,
-        interrupt_id: str | None = None,
-        reply: Mapping[str, Any] | None = None,
-        tool_calls: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]] | None = None,
-        reviewed_at: datetime | str | None = None,
-        context: dict[str, Any] | None = None,
-        answer: Any = None,
+        resume: Resume | str | None = None,
+        *,
         webhook: str | None = None,
         metadata: dict[str, Any] | None = None,
-        pending: PendingReview | None = None,
-        answers: Mapping[str, Any] | None = None,
+        **fields: Any,
     ) -> dict[str, Any]:
         """:meth:`review`, sent as a background run: validated and checked the same way, but it
-        returns the run object at once. Read the outcome with :meth:`review_result`."""
-        thread_id, body, pending = self._resume_request(
-            thread_id,
-            assistant_id,
-            reviewer_id,
-            interrupt_id,
-            reply,
-            tool_calls,
-            reviewed_at,
-            context,
-            answer,
-            metadata,
-            pending,
-            answers,
-        )
+        returns the run object at once. Read the outcome with :meth:`review_result`. ``metadata``
+        goes on the run (beside the reviewer's id and time); ``webhook`` is called when it ends."""
+        resume = Resume.given(resume, fields)
+        thread_id, body, pending = self._resume_request(thread_id, assistant_id, resume, metadata)
         if webhook:
             body["webhook"] = webhook
         try:
@@ -711,7 +678,7 @@ class Assistants:
         except TransportError as exc:
             raise ThreadResumptionError(str(exc), transient=True) from None
         if response.status_code == 409:  # busy: another resume is running it now
-            raise _superseded(thread_id, interrupt_id or pending.interrupt_id)
+            raise _superseded(thread_id, resume.interrupt_id or pending.interrupt_id)
         if not response.ok:
             raise _error(ThreadResumptionError, detail_of(response), response)
         run: dict[str, Any] = self._run_object(response, ThreadResumptionError)
@@ -826,60 +793,50 @@ class Assistants:
         self,
         thread_id: str,
         assistant_id: str,
-        reviewer_id: str,
-        interrupt_id: str | None,
-        reply: Mapping[str, Any] | None,
-        tool_calls: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]] | None,
-        reviewed_at: datetime | str | None,
-        context: dict[str, Any] | None,
-        answer: Any,
+        resume: Resume,
         metadata: dict[str, Any] | None,
-        shown: PendingReview | None = None,
-        answers: Mapping[str, Any] | None = None,
     ) -> tuple[str, dict[str, Any], PendingReview]:
         """Validate a review against the thread's pause; the resume run's body to send."""
         thread_id = _check_uuid(thread_id, ThreadResumptionError)
         given = [
             name
-            for name, v in (
-                ("reply", reply),
-                ("tool_calls", tool_calls),
-                ("answer", answer),
-                ("answers", answers),
-            )
-            if v is not None
+            for name in ("reply", "tool_calls", "answer", "answers")
+            if getattr(resume, name) is not None
         ]
         if len(given) != 1:
             raise ThreadResumptionError(
                 "Pass exactly one of reply or tool_calls"
                 + (f"; got {' and '.join(given)}" if given else "")
             )
+        answers = resume.answers
         if answers is not None and (
             not isinstance(answers, Mapping) or not all(isinstance(k, str) for k in answers)
         ):
             raise ThreadResumptionError("answers must be an object keyed by interrupt id")
+        reviewer_id, interrupt_id = resume.reviewer_id, resume.interrupt_id
         if not isinstance(reviewer_id, str) or not reviewer_id.strip():
             raise ThreadResumptionError("reviewer_id is required")
-        if reply is not None and not interrupt_id:
+        if resume.reply is not None and not interrupt_id:
             raise ThreadResumptionError(
                 "interrupt_id is required to review a reply: pass the one the reviewer was shown"
             )
-        if isinstance(reviewed_at, datetime):
-            stamp = reviewed_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        if isinstance(resume.reviewed_at, datetime):
+            stamp = resume.reviewed_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
         else:
-            stamp = reviewed_at or _now()
+            stamp = resume.reviewed_at or _now()
 
         # The decision, checked against the pause shown and then against the one pending.
         decided: dict[str, Any] = {
-            "reply": reply,
-            "tool_calls": tool_calls,
-            "answer": answer,
+            "reply": resume.reply,
+            "tool_calls": resume.tool_calls,
+            "answer": resume.answer,
             "reviewer_id": reviewer_id,
             "reviewed_at": stamp,
             "interrupt_id": interrupt_id,
             "answers": answers,
         }
         named_ids = [*([interrupt_id] if interrupt_id else []), *(answers or {})]
+        shown = resume.pending
         if (
             shown is not None
             and shown.kind in DIALECT_KINDS
@@ -906,17 +863,16 @@ class Assistants:
         for named in answers or {}:
             if named not in pending.interrupt_ids:
                 raise _superseded(thread_id, named)
-        resume = build_resume(pending, **decided)
         run_metadata: dict[str, Any] = {
             **(metadata or {}),
             "reviewer_id": reviewer_id,
             "reviewed_at": stamp,
         }
-        if reasons := review_messages(tool_calls):
+        if reasons := review_messages(resume.tool_calls):
             run_metadata["review_messages"] = reasons
-        body = self._run_body(assistant_id, None, context, run_metadata)
+        body = self._run_body(assistant_id, None, resume.context, run_metadata)
         del body["input"]
-        body["command"] = {"resume": resume}
+        body["command"] = {"resume": build_resume(pending, **decided)}
         body["multitask_strategy"] = "reject"
         return thread_id, body, pending
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
 from typing import Any
 
 from nitro_assistants.client.assistants import DEFAULT_USER_ID, Assistants
 from nitro_assistants.client.results import PendingReview, RunResult
+from nitro_assistants.client.review import Resume
 from nitro_assistants.client.sse import ServerSentEvent
 from nitro_assistants.exceptions import ConfigurationError, UnknownAssistantError, UsageError
 
@@ -17,11 +17,15 @@ _clients: dict[tuple[Any, ...], Assistants] = {}
 _clients_lock = threading.Lock()
 
 
-def _refuse(unexpected: Mapping[str, Any], assistant_id: str) -> None:
-    if "assistant_id" in unexpected:
+def _refuse_assistant_id(given: Mapping[str, Any], assistant_id: str) -> None:
+    if "assistant_id" in given:
         raise UsageError(
             f"This assistant is bound to assistant_id {assistant_id!r}; do not pass one"
         )
+
+
+def _refuse(unexpected: Mapping[str, Any], assistant_id: str) -> None:
+    _refuse_assistant_id(unexpected, assistant_id)
     if unexpected:
         raise UsageError(f"Unexpected arguments: {', '.join(sorted(unexpected))}")
 
@@ -59,65 +63,23 @@ class Assistant:
         )
 
     def review(
-        self,
-        thread_id: str,
-        reviewer_id: str,
-        interrupt_id: str | None = None,
-        reply: Mapping[str, Any] | None = None,
-        tool_calls: Any = None,
-        reviewed_at: datetime | str | None = None,
-        context: dict[str, Any] | None = None,
-        answer: Any = None,
-        pending: PendingReview | None = None,
-        answers: Mapping[str, Any] | None = None,
-        **unexpected: Any,
+        self, thread_id: str, resume: Resume | str | None = None, **fields: Any
     ) -> RunResult:
-        _refuse(unexpected, self.assistant_id)
-        return self.client.review(
-            thread_id,
-            self.assistant_id,
-            reviewer_id,
-            interrupt_id=interrupt_id,
-            reply=reply,
-            tool_calls=tool_calls,
-            reviewed_at=reviewed_at,
-            context=context,
-            answer=answer,
-            pending=pending,
-            answers=answers,
-        )
+        _refuse_assistant_id(fields, self.assistant_id)
+        return self.client.review(thread_id, self.assistant_id, resume, **fields)
 
     def start_review(
         self,
         thread_id: str,
-        reviewer_id: str,
-        interrupt_id: str | None = None,
-        reply: Mapping[str, Any] | None = None,
-        tool_calls: Any = None,
-        reviewed_at: datetime | str | None = None,
-        context: dict[str, Any] | None = None,
-        answer: Any = None,
+        resume: Resume | str | None = None,
+        *,
         webhook: str | None = None,
         metadata: dict[str, Any] | None = None,
-        pending: PendingReview | None = None,
-        answers: Mapping[str, Any] | None = None,
-        **unexpected: Any,
+        **fields: Any,
     ) -> dict[str, Any]:
-        _refuse(unexpected, self.assistant_id)
+        _refuse_assistant_id(fields, self.assistant_id)
         return self.client.start_review(
-            thread_id,
-            self.assistant_id,
-            reviewer_id,
-            interrupt_id=interrupt_id,
-            reply=reply,
-            tool_calls=tool_calls,
-            reviewed_at=reviewed_at,
-            context=context,
-            answer=answer,
-            webhook=webhook,
-            metadata=metadata,
-            pending=pending,
-            answers=answers,
+            thread_id, self.assistant_id, resume, webhook=webhook, metadata=metadata, **fields
         )
 
     def dismiss(self, thread_id: str, interrupt_ids: Iterable[str] | None = None) -> None:

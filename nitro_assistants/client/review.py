@@ -1,4 +1,5 @@
-"""Validate a reviewer's decision against the pause and build the resume (docs/protocol.md §4, §6).
+"""A reviewer's decision (:class:`Resume`), validated against the pause and built into the
+resume the graph reads (docs/protocol.md §4, §6).
 
 Everything here runs before any request: a resume the graph refuses is stored and replayed by
 every later resume, leaving a batched thread stuck, so nothing invalid may be sent.
@@ -6,8 +7,10 @@ every later resume, leaving a batched thread stuck, so nothing invalid may be se
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import jsonschema
@@ -21,7 +24,70 @@ from nitro_assistants.client.results import (
     PendingReview,
     is_interrupt_id,
 )
-from nitro_assistants.exceptions import ThreadResumptionError
+from nitro_assistants.exceptions import ThreadResumptionError, UsageError
+
+#: How tool calls are reviewed: ``[{"id", "action", ...}]``, or ``{call id: {"action", ...}}``.
+ToolCallReviews = Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Resume:
+    """What a reviewer sends to resume a paused thread: who, what they decided, and about which
+    pause. :meth:`~nitro_assistants.client.Assistants.review` and ``start_review`` take one::
+
+        client.review(thread_id, assistant_id, Resume(reviewer_id="jane", tool_calls=[...]))
+
+    Give exactly one of ``reply``, ``tool_calls``, ``answer`` or ``answers``, matching the pause;
+    the client checks it against the pause before anything is sent.
+    """
+
+    #: Who decided; recorded in the resumed run's metadata.
+    reviewer_id: str
+    #: The pause decided (required for a reply; for ``answer``, the pause it answers).
+    interrupt_id: str | None = None
+    #: A reply review: ``{"action": "approve"|"edit"|"reject", "content"?, "message"?}``.
+    reply: Mapping[str, Any] | None = None
+    #: One per held call: ``[{"id", "action": "approve"|"edit"|"reject"|"respond", ...}]``.
+    tool_calls: ToolCallReviews | None = None
+    #: The resume value of a typed interaction, an Agent Inbox ``HumanResponse``, or the JSON
+    #: value a plain ``interrupt()`` resumes with.
+    answer: Any = None
+    #: Several inbox or interrupt pauses answered at once: ``{interrupt_id: answer}``.
+    answers: Mapping[str, Any] | None = None
+    #: When it was decided (default: now).
+    reviewed_at: datetime | str | None = None
+    #: The resumed run's ``context``.
+    context: dict[str, Any] | None = None
+    #: The pause the reviewer was shown, if the caller holds it: not read again before sending
+    #: (see :meth:`~nitro_assistants.client.Assistants.review`).
+    pending: PendingReview | None = None
+
+    @classmethod
+    def given(cls, resume: Resume | str | None, fields: Mapping[str, Any]) -> Resume:
+        """The resume a call names: ``resume`` itself, or one built from ``fields``, the
+        keywords the client's methods took before :class:`Resume` (a ``str`` given as
+        ``resume`` is the reviewer's id, as the third argument of ``review`` was). Raises
+        :class:`~nitro_assistants.exceptions.UsageError` (a ``TypeError``) for a name that is
+        not one of the fields, or for a :class:`Resume` given with fields beside it."""
+        if isinstance(resume, Resume):
+            if fields:
+                raise UsageError(
+                    f"Pass a Resume or its fields, not both; got also {', '.join(sorted(fields))}"
+                )
+            return resume
+        unexpected = set(fields) - _RESUME_FIELDS
+        if unexpected:
+            raise UsageError(f"Unexpected arguments: {', '.join(sorted(unexpected))}")
+        if resume is not None:
+            if "reviewer_id" in fields:
+                raise UsageError("reviewer_id is given twice: as an argument and as a keyword")
+            return cls(reviewer_id=resume, **fields)
+        if "reviewer_id" not in fields:
+            raise UsageError("A review needs a Resume, or reviewer_id and the decision")
+        return cls(**fields)
+
+
+_RESUME_FIELDS = frozenset(field.name for field in dataclasses.fields(Resume))
 
 
 def _fail(message: str) -> ThreadResumptionError:

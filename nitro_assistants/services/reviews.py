@@ -21,6 +21,7 @@ from nitro_assistants.client.results import (
     PendingReview,
     ReplyDraft,
 )
+from nitro_assistants.client.review import Resume
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import (
     InteractionConflictError,
@@ -530,7 +531,7 @@ def execute_resume(decision: Decision | int) -> Decision:
                     thread_id=thread_id,
                     webhook=webhook_url(run),
                     metadata={RUN_KEY: str(run.pk)},
-                    **_review_arguments(record, thread),
+                    resume=_resume_of(record, thread),
                 )
                 run.remote_run_id = str(remote["run_id"])
                 run.save(update_fields=["remote_run_id"])
@@ -538,7 +539,7 @@ def execute_resume(decision: Decision | int) -> Decision:
                     enqueue("nitro_assistants.collect_run", str(run.pk), countdown=1)
                 return record
             if result is None:
-                result = assistant.review(thread_id=thread_id, **_review_arguments(record, thread))
+                result = assistant.review(thread_id=thread_id, resume=_resume_of(record, thread))
             messages = result.messages or assistant.thread_messages(thread_id=thread_id)
         except ReviewSupersededError as exc:
             # The stream showed no update: decide from the server's state, not from that.
@@ -561,29 +562,29 @@ def execute_resume(decision: Decision | int) -> Decision:
     return record
 
 
-def _review_arguments(record: Decision, thread: Thread) -> dict[str, Any]:
-    """What the client's ``review``/``start_review`` get for a recorded decision."""
+def _resume_of(record: Decision, thread: Thread) -> Resume:
+    """What the client's ``review``/``start_review`` send for a recorded decision."""
     if record.review.kind in rules.DIALECT_KINDS:
         # inbox/interrupt pauses: the answers by interrupt id (the others stay pending).
-        return {
-            "reviewer_id": record.reviewer_id,
-            "answers": dict((record.answer or {}).get("answers") or {}),
-            "reviewed_at": record.decided_at.isoformat(),
-            "context": thread.context or {},
-            "pending": pending_review_of(record.review),
-        }
-    return {
-        "reviewer_id": record.reviewer_id,
-        "interrupt_id": record.interrupt_id or None,
-        "reply": record.reply,
-        "tool_calls": record.tool_calls,
-        "answer": record.answer,
-        "reviewed_at": record.decided_at.isoformat(),
-        "context": thread.context or {},
+        return Resume(
+            reviewer_id=record.reviewer_id,
+            answers=dict((record.answer or {}).get("answers") or {}),
+            reviewed_at=record.decided_at.isoformat(),
+            context=thread.context or {},
+            pending=pending_review_of(record.review),
+        )
+    return Resume(
+        reviewer_id=record.reviewer_id,
+        interrupt_id=record.interrupt_id or None,
+        reply=record.reply,
+        tool_calls=record.tool_calls,
+        answer=record.answer,
+        reviewed_at=record.decided_at.isoformat(),
+        context=thread.context or {},
         # The pause as the reviewer saw it and the decision was validated against: not read again
         # (the server refuses it if the thread has moved on, and the stream shows that).
-        "pending": pending_review_of(record.review),
-    }
+        pending=pending_review_of(record.review),
+    )
 
 
 def _applied(record: Decision, review: Review, run: Run, result: Any, messages: Any) -> None:

@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import fields as fields_of
 from typing import Any
 
 from nitro_assistants.client.results import (
@@ -43,6 +43,7 @@ from nitro_assistants.client.results import (
     ReplyDraft,
     RunResult,
 )
+from nitro_assistants.client.review import Resume
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import UnknownAssistantError, UsageError
 
@@ -246,67 +247,26 @@ class FakeAssistant:
         return list(self.remote_runs)
 
     def review(
-        self,
-        thread_id: str,
-        reviewer_id: str,
-        interrupt_id: str | None = None,
-        reply: Mapping[str, Any] | None = None,
-        tool_calls: Any = None,
-        reviewed_at: datetime | str | None = None,
-        context: dict[str, Any] | None = None,
-        answer: Any = None,
-        pending: PendingReview | None = None,
-        answers: Mapping[str, Any] | None = None,
+        self, thread_id: str, resume: Resume | str | None = None, **fields: Any
     ) -> RunResult:
-        self._record(
-            "review",
-            {
-                "thread_id": thread_id,
-                "reviewer_id": reviewer_id,
-                "interrupt_id": interrupt_id,
-                "reply": reply,
-                "tool_calls": tool_calls,
-                "reviewed_at": reviewed_at,
-                "context": context,
-                "answer": answer,
-                "pending": pending,
-                "answers": answers,
-            },
-        )
+        """Records the thread and the :class:`~nitro_assistants.client.Resume` (as ``"resume"``,
+        and each of its fields by name), then answers the next of :attr:`results`."""
+        self._record("review", _resume_call(thread_id, Resume.given(resume, fields)))
         return self._next()
 
     def start_review(
         self,
         thread_id: str,
-        reviewer_id: str,
-        interrupt_id: str | None = None,
-        reply: Mapping[str, Any] | None = None,
-        tool_calls: Any = None,
-        reviewed_at: datetime | str | None = None,
-        context: dict[str, Any] | None = None,
-        answer: Any = None,
+        resume: Resume | str | None = None,
+        *,
         webhook: str | None = None,
         metadata: dict[str, Any] | None = None,
-        pending: PendingReview | None = None,
-        answers: Mapping[str, Any] | None = None,
+        **fields: Any,
     ) -> dict[str, Any]:
-        self._record(
-            "start_review",
-            {
-                "thread_id": thread_id,
-                "reviewer_id": reviewer_id,
-                "interrupt_id": interrupt_id,
-                "reply": reply,
-                "tool_calls": tool_calls,
-                "reviewed_at": reviewed_at,
-                "context": context,
-                "answer": answer,
-                "webhook": webhook,
-                "metadata": metadata,
-                "pending": pending,
-                "answers": answers,
-            },
-        )
+        """Records what :meth:`review` does, with the ``webhook`` and ``metadata``; a remote run
+        with status ``"pending"``."""
+        call = _resume_call(thread_id, Resume.given(resume, fields))
+        self._record("start_review", {**call, "webhook": webhook, "metadata": metadata})
         return self._remote_run("pending", metadata)
 
     def dismiss(self, thread_id: str, interrupt_ids: Iterable[str] | None = None) -> None:
@@ -341,6 +301,12 @@ class FakeAssistant:
     def resume_outcome(self, thread_id: str, metadata: Mapping[str, Any]) -> RunResult | None:
         self._record("resume_outcome", {"thread_id": thread_id, "metadata": dict(metadata)})
         return self.applied
+
+
+def _resume_call(thread_id: str, resume: Resume) -> dict[str, Any]:
+    """A resume's call as recorded: the thread, the resume, and each of its fields by name."""
+    given = {each.name: getattr(resume, each.name) for each in fields_of(resume)}
+    return {"thread_id": thread_id, "resume": resume, **given}
 
 
 #: The fake's stand-ins for the assistant's methods (the ones :meth:`FakeAssistant.fail_next`

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 import responses
 
-from nitro_assistants.client import Assistants, ThreadInitializationError
+from nitro_assistants.client import Assistants, Registry, Resume, ThreadInitializationError
 
 BASE = "http://assistants.test"
 KEY = "k"
@@ -411,6 +411,69 @@ def test_review_resume_body(mock, client):
     assert result.reply == "Done! moved"
     assert result.interrupted is False
     assert result.run_id == "run-2"
+
+
+EDIT_CALL = {
+    "reviewer_id": "jane@example.com",
+    "interrupt_id": INTERRUPT,
+    "tool_calls": [{"id": "call-1", "action": "edit", "args": {"time": "11:00"}}],
+    "reviewed_at": WHEN,
+    "context": {"first_name": "Ann"},
+}
+
+
+def test_review_takes_a_resume_or_the_keywords_it_took_before(mock, client):
+    """A review's arguments are one :class:`Resume`; the keywords (and the reviewer's id as the
+    third argument) documented before it build the same one, so each call sends the same run,
+    from the client and from a registry's assistant alike."""
+    mock.get(f"{BASE}/threads/{THREAD}/state", json=TOOL_PAUSE_STATE)
+    mock.post(f"{BASE}/threads/{THREAD}/runs/stream", body=RESUME_STREAM)
+    fields = {k: v for k, v in EDIT_CALL.items() if k != "reviewer_id"}
+    assistant = Registry(
+        {
+            "base_url": BASE,
+            "user_id": "u1",
+            "definitions": {"vc": {"api_key": KEY, "assistant_id": ASSISTANT}},
+        }
+    )["vc"]
+    calls = [
+        lambda: client.review(THREAD, ASSISTANT, Resume(**EDIT_CALL)),
+        lambda: client.review(thread_id=THREAD, assistant_id=ASSISTANT, resume=Resume(**EDIT_CALL)),
+        lambda: client.review(thread_id=THREAD, assistant_id=ASSISTANT, **EDIT_CALL),
+        lambda: client.review(THREAD, ASSISTANT, "jane@example.com", **fields),
+        lambda: assistant.review(THREAD, Resume(**EDIT_CALL)),
+        lambda: assistant.review(thread_id=THREAD, **EDIT_CALL),
+    ]
+    for call in calls:
+        assert call().reply == "Done! moved"
+    resumes = [body(c) for c in mock.calls if c.request.method == "POST"]
+    assert len(resumes) == len(calls)
+    assert all(sent == resumes[0] for sent in resumes)
+    assert resumes[0]["command"]["resume"][INTERRUPT]["decisions"][0]["edited_action"]["args"] == {
+        "appointment_id": 42,
+        "day": "Tuesday",
+        "time": "11:00",
+    }
+    assert resumes[0]["context"] == {"first_name": "Ann"}
+    assert resumes[0]["metadata"]["reviewer_id"] == "jane@example.com"
+
+
+@pytest.mark.parametrize(
+    ("resume", "keywords", "problem"),
+    [
+        (Resume(reviewer_id="jane", answer=1), {"interrupt_id": INTERRUPT}, "not both"),
+        (None, {"reviewer_id": "jane", "tool_call": []}, "Unexpected arguments: tool_call"),
+        ("jane", {"reviewer_id": "jane", "answer": 1}, "reviewer_id is given twice"),
+        (None, {"answer": 1}, "needs a Resume, or reviewer_id"),
+    ],
+)
+def test_a_review_called_wrongly_is_refused_before_any_request(
+    mock, client, resume, keywords, problem
+):
+    for method in (client.review, client.start_review):
+        with pytest.raises(TypeError, match=problem):
+            method(THREAD, ASSISTANT, resume, **keywords)
+    assert len(mock.calls) == 0
 
 
 @pytest.mark.parametrize(
