@@ -26,8 +26,8 @@ from nitro_assistants.exceptions import ConfigurationError, UsageError
 from nitro_assistants.models import Assignment, AuditChain, Claim, Event, Review
 from nitro_assistants.services import chain, changes, rows, writes
 from nitro_assistants.services.audit import build_event, record_event
+from nitro_assistants.services.decisions import decidable_by
 from nitro_assistants.services.interactions import username
-from nitro_assistants.services.reviews import decidable_by
 
 logger = logging.getLogger("nitro_assistants")
 

@@ -19,8 +19,8 @@ from nitro_assistants.exceptions import ThreadResumptionError
 from nitro_assistants.models import Decision, Notification, Review, ReviewHandling
 from nitro_assistants.services import notifications
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
+from nitro_assistants.services.decisions import decide
 from nitro_assistants.services.policies import PolicyActor
-from nitro_assistants.services.reviews import decide
 
 logger = logging.getLogger("nitro_assistants")
 
