@@ -511,7 +511,7 @@ def value_type_problem(held: Any, value: Any) -> str | None:
     another JSON type (``"5000"`` for ``20``, ``1`` for ``true``), a number that is not finite
     (JSON has one number type: ``19.99`` may stand in for ``20``); objects and lists are checked item by item against the held
     ones. A held ``null`` takes any value (the rules then fail closed on what they cannot
-    compare: :mod:`nitro_assistants.policies`)."""
+    compare: :mod:`nitro_assistants.policy_rules`)."""
     if isinstance(value, float) and not math.isfinite(value):
         return "must be a finite number (NaN and Infinity are not JSON numbers)"
     if held is None:

@@ -33,17 +33,17 @@ from nitro_assistants.exceptions import (
     ThreadResumptionError,
 )
 from nitro_assistants.models import Approval, Decision, Review, Run, Thread
-from nitro_assistants.services import clients, policies, rows, writes
+from nitro_assistants.services import clients, policy_enforcement, rows, writes
 from nitro_assistants.services.audit import events_batched
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.interactions import decide_interaction, username
 from nitro_assistants.services.lifecycle import supersede, transition
-from nitro_assistants.services.policies import gate
+from nitro_assistants.services.policy_enforcement import gate
 
 #: Who is deciding: through the admin, through the JSON API, or code of the host project (the
 #: shell, a policy), which brings its own authority.
 Channel = Literal["admin", "api"] | None
-DECIDE_PERMISSION = policies.DECIDE_PERMISSION
+DECIDE_PERMISSION = policy_enforcement.DECIDE_PERMISSION
 
 
 def pending_review_of(review: Review) -> PendingReview:
@@ -126,7 +126,7 @@ def may_decide(user: Any, review: Review, via: Channel) -> bool:
     opener = review.thread.opened_by_id is not None and review.thread.opened_by_id == user.pk
     if review.kind in rules.INTERACTION_KINDS:
         return opener or (via == "admin" and user.has_perm(DECIDE_PERMISSION))
-    return bool(user.has_perm(DECIDE_PERMISSION)) and policies.group_allows(user, review)
+    return bool(user.has_perm(DECIDE_PERMISSION)) and policy_enforcement.group_allows(user, review)
 
 
 def decidable_by(user: Any, via: Channel) -> Q:
@@ -140,7 +140,7 @@ def decidable_by(user: Any, via: Channel) -> Q:
     if not user.has_perm(DECIDE_PERMISSION):
         return opened
     reviews = ~Q(kind__in=rules.INTERACTION_KINDS)
-    if not user.is_superuser:  # the policy rule's group, as policies.group_allows asks
+    if not user.is_superuser:  # the policy rule's group, as policy_enforcement.group_allows asks
         reviews &= Q(handling__group__isnull=True) | Q(handling__group__in=user.groups.values("pk"))
     if via == "admin":
         return Q(kind__in=rules.INTERACTION_KINDS) | reviews
@@ -157,7 +157,7 @@ def refusal(review: Review, via: Channel, user: Any = None) -> NitroAssistantsEr
         and getattr(user, "is_active", True)
         and user.has_perm(DECIDE_PERMISSION)
     ):
-        return policies.group_refusal(review)
+        return policy_enforcement.group_refusal(review)
     if review.kind in rules.INTERACTION_KINDS and via == "api":
         return InteractionForbiddenError(
             "Only the person who opened this session may decide its interactions"
@@ -239,7 +239,7 @@ def decide(
     The same person sending the same decision on the same revision again gets the decision
     already recorded (nothing is recorded twice). A review a policy rule gave a quorum returns
     the person's :class:`~nitro_assistants.models.Approval` until enough people approved
-    (:mod:`nitro_assistants.services.policies`). Raises ``ReviewNotPendingError`` or
+    (:mod:`nitro_assistants.services.policy_enforcement`). Raises ``ReviewNotPendingError`` or
     ``InteractionConflictError`` (stale: decided by someone else, or content changed since it
     was shown), ``InteractionForbiddenError`` (``via`` says who may decide) and
     ``ThreadResumptionError`` (the decision does not fit); nothing is stored then.

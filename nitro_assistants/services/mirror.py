@@ -16,7 +16,7 @@ from nitro_assistants.services import rows, writes
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.lifecycle import supersede, transition
-from nitro_assistants.services.policies import review_mirrored, ruleset
+from nitro_assistants.services.policy_enforcement import review_mirrored, ruleset
 
 #: A thread's row locked (compiled once, :mod:`.rows`), as a new message and a sync lock it.
 _LOCKED_THREAD = rows.Read(lambda: Thread.objects.select_for_update(no_key=True))

@@ -1,9 +1,9 @@
-"""Review policies at work: which rule handles a review (when it is mirrored, and again on every
+"""Review policies enforced: which rule handles a review (when it is mirrored, and again on every
 edit), and the quorum gate every decision by a person passes through.
 
-The matching itself is pure (:mod:`nitro_assistants.policies`); this module loads the enabled
+The matching itself is pure (:mod:`nitro_assistants.policy_rules`); this module loads the enabled
 rules (compiled once per change of the rules), records the handling a rule gave a review, and
-counts approvals. It sits below :mod:`.mirror` and :mod:`.reviews`, which call it; decisions a
+counts approvals. It sits below :mod:`.mirror` and :mod:`.decisions`, which call it; decisions a
 policy or a deadline makes are recorded by :mod:`.governance` through ``services.decide``.
 
 Quorum, as documented in docs/governance.md:
@@ -17,7 +17,7 @@ Quorum, as documented in docs/governance.md:
   here reads it (:func:`nitro_assistants.rules.merged_args`); it records a new version of the
   content (revision + 1, a new digest): approvals of the old content no longer count, the
   editor's counts as the first of the new one, and the rules are evaluated on the merged
-  content (:func:`nitro_assistants.policies.after_edit`): the handling never gets looser than
+  content (:func:`nitro_assistants.policy_rules.after_edit`): the handling never gets looser than
   the current one nor than the rules give the new content, who may decide never widens, and
   the editor must be someone who may decide under the handling the edit moves it under;
 - a review a rule auto-rejects cannot be approved by a person (the policy's rejection stands);
@@ -40,7 +40,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, router, transaction
 from django.db.models import Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from nitro_assistants import policies, rules
+from nitro_assistants import policy_rules, rules
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import InteractionDecisionError, PolicyForbiddenError
 from nitro_assistants.models import Approval, Policy, Review, ReviewHandling
@@ -63,7 +63,7 @@ class PolicyActor:
     the decision's ``reviewer_id`` names the rule (``policy:<name>``, ``deadline:<name>``)."""
 
     by: str
-    handling: policies.Handling
+    handling: policy_rules.Handling
     pk: None = None
     is_authenticated: bool = False
 
@@ -86,13 +86,13 @@ class _Compiled:
 
     token: str | None
     stamp: tuple[Any, ...] | None
-    rules: policies.RuleSet
+    rules: policy_rules.RuleSet
 
 
-_compiled = _Compiled(None, None, policies.RuleSet(()))
+_compiled = _Compiled(None, None, policy_rules.RuleSet(()))
 
 
-def ruleset() -> policies.RuleSet:
+def ruleset() -> policy_rules.RuleSet:
     """The enabled rules, compiled; compiled again only when a rule was added, changed or
     removed.
 
@@ -125,7 +125,9 @@ def ruleset() -> policies.RuleSet:
     # it, and the next call reads again (each statement reads what was committed before it, as
     # in Django's READ COMMITTED).
     rows = list(_enabled().select_related("group", "escalate_to"))
-    return _keep(_Compiled(token, _stamp_of(rows), policies.RuleSet(r.compiled() for r in rows)))
+    return _keep(
+        _Compiled(token, _stamp_of(rows), policy_rules.RuleSet(r.compiled() for r in rows))
+    )
 
 
 def _stamp_cache() -> str | None:
@@ -140,7 +142,7 @@ def _enabled() -> QuerySet[Policy]:
     return Policy.objects.filter(enabled=True)
 
 
-def _probed() -> policies.RuleSet:
+def _probed() -> policy_rules.RuleSet:
     """The rules, current by the database's word: one aggregate of the enabled rows, and the
     rows compiled again when it differs from the one they were compiled from."""
     enabled = _enabled()
@@ -149,7 +151,7 @@ def _probed() -> policies.RuleSet:
     if held.stamp == stamp:
         return held.rules
     rows = list(enabled.select_related("group", "escalate_to"))
-    return _keep(_Compiled(None, stamp, policies.RuleSet(row.compiled() for row in rows)))
+    return _keep(_Compiled(None, stamp, policy_rules.RuleSet(row.compiled() for row in rows)))
 
 
 def _stamp_of(rows: Sequence[Policy]) -> tuple[Any, ...]:
@@ -159,7 +161,7 @@ def _stamp_of(rows: Sequence[Policy]) -> tuple[Any, ...]:
     return (len(rows), max(row.updated_at for row in rows), max(row.version for row in rows))
 
 
-def _keep(compiled: _Compiled) -> policies.RuleSet:
+def _keep(compiled: _Compiled) -> policy_rules.RuleSet:
     global _compiled
     with _compiled_lock:
         _compiled = compiled
@@ -168,7 +170,7 @@ def _keep(compiled: _Compiled) -> policies.RuleSet:
 
 def forget_rules() -> None:
     """This process compiles the rules again before it uses them next."""
-    _keep(_Compiled(None, None, policies.RuleSet(())))
+    _keep(_Compiled(None, None, policy_rules.RuleSet(())))
 
 
 def rules_changed(using: str = DEFAULT_DB_ALIAS) -> None:
@@ -211,14 +213,14 @@ def evaluate(
     *,
     tool_calls: Sequence[Mapping[str, Any]] | None = None,
     reply: Mapping[str, Any] | None = None,
-    rule_set: policies.RuleSet | None = None,
-) -> policies.Handling:
+    rule_set: policy_rules.RuleSet | None = None,
+) -> policy_rules.Handling:
     """The handling the rules give ``review`` (or the content given instead of its own)."""
     if review.kind not in rules.REVIEW_KINDS:
-        return policies.DEFAULT
+        return policy_rules.DEFAULT
     found = rule_set if rule_set is not None else ruleset()
     if not len(found):
-        return policies.DEFAULT
+        return policy_rules.DEFAULT
     return found.handling(
         review.thread.assistant_key,
         review.kind,
@@ -227,11 +229,11 @@ def evaluate(
     )
 
 
-def handling_of(review: Review) -> policies.Handling:
+def handling_of(review: Review) -> policy_rules.Handling:
     try:
         return review.handling.handling
     except ReviewHandling.DoesNotExist:
-        return policies.DEFAULT
+        return policy_rules.DEFAULT
 
 
 def _due(start: datetime.datetime, seconds: float | None) -> datetime.datetime | None:
@@ -240,7 +242,7 @@ def _due(start: datetime.datetime, seconds: float | None) -> datetime.datetime |
 
 def give_handling(
     review: Review,
-    handling: policies.Handling,
+    handling: policy_rules.Handling,
     *,
     actor: Any = None,
     why: str = "mirrored",
@@ -285,13 +287,13 @@ def give_handling(
         why=why,
         **extra,
     )
-    if handling.action in (policies.AUTO_APPROVE, policies.AUTO_REJECT):
+    if handling.action in (policy_rules.AUTO_APPROVE, policy_rules.AUTO_REJECT):
         enqueue("nitro_assistants.apply_policy", review.pk)
     return row
 
 
 def review_mirrored(
-    review: Review, rule_set: policies.RuleSet | None = None
+    review: Review, rule_set: policy_rules.RuleSet | None = None
 ) -> ReviewHandling | None:
     """A review was just mirrored (created in the caller's transaction): the rules decide how
     it is handled (``rule_set``: the rules, read by the caller already)."""
@@ -341,11 +343,11 @@ def group_refusal(review: Review) -> PolicyForbiddenError:
     return PolicyForbiddenError(f"Only members of {name} may decide this review")
 
 
-def current_handling(row: ReviewHandling | None) -> policies.Handling:
+def current_handling(row: ReviewHandling | None) -> policy_rules.Handling:
     """The handling a review is under now: its rule's, with what changed since on its row (an
     escalation's group)."""
     if row is None:
-        return policies.DEFAULT
+        return policy_rules.DEFAULT
     return dataclasses.replace(
         row.handling,
         action=row.action,
@@ -452,7 +454,7 @@ def waiting_for(review: Review) -> str:
     if row.approvals_required <= 1 and row.group_id is None:
         return ""
     count = len(approved_by(review))
-    return policies.progress(count, row.approvals_required, row.group.name if row.group else "")
+    return policy_rules.progress(count, row.approvals_required, row.group.name if row.group else "")
 
 
 def _actions(cleaned: Mapping[str, Any]) -> list[str]:
@@ -577,7 +579,7 @@ class _Plan:
     edited: bool = False
     content: dict[str, Any] | None = None
     #: The handling an edit moves the review under, when it differs from the review's.
-    after: policies.Handling | None = None
+    after: policy_rules.Handling | None = None
 
 
 def _plan(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> _Plan:
@@ -596,25 +598,25 @@ def _plan(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> _P
     runs = [a for a in actions if a in RUNS]
     if not runs:  # a rejection ends it, whatever the quorum
         return _Plan(plain=True)
-    if current.action == policies.AUTO_REJECT:
+    if current.action == policy_rules.AUTO_REJECT:
         raise PolicyForbiddenError(
             f"Policy rule {current.rule_name or current.rule_id} rejects this review: "
             f"{current.reason or 'it cannot be approved'}"
         )
-    after: policies.Handling | None = None
+    after: policy_rules.Handling | None = None
     content: dict[str, Any] | None = None
     if "edit" in runs:
         content = _edited_content(review, cleaned)
         fresh = evaluate(review, tool_calls=content["tool_calls"], reply=content["reply"])
         try:
-            moved = policies.after_edit(current, fresh)
-        except policies.EditConflictError as exc:
+            moved = policy_rules.after_edit(current, fresh)
+        except policy_rules.EditConflictError as exc:
             raise PolicyForbiddenError(str(exc)) from None
-        if not policies.same_handling(moved, current):
+        if not policy_rules.same_handling(moved, current):
             after = moved
             required = moved.approvals
             # Who may decide it under the rule the edit moves it under, asked again.
-            if moved.action == policies.REVIEW and not in_group(user, moved.group_id):
+            if moved.action == policy_rules.REVIEW and not in_group(user, moved.group_id):
                 raise PolicyForbiddenError(
                     f"This edit puts the review under rule {moved.rule_name or moved.rule_id!r}: "
                     f"only members of {moved.group} may decide it"
@@ -655,7 +657,7 @@ def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gat
         assert plan.content is not None
         after = plan.after
         if after is not None:
-            if after.action == policies.AUTO_REJECT:
+            if after.action == policy_rules.AUTO_REJECT:
                 give_handling(review, after, actor=user, why="edited")
                 actor = PolicyActor("policy", after)
                 reason = after.reason or f"Rejected by policy rule {after.rule_name}"

@@ -1,4 +1,6 @@
-"""Review policies as data: pure Python, no Django import.
+"""Review policies' rules as data: what a rule is, what it matches and the handling it gives a
+review. Pure Python, no Django import; :mod:`nitro_assistants.services.policy_enforcement`
+applies them to reviews.
 
 A rule matches a held tool call (or a reply draft) by assistant, review kind, tool name (a glob)
 and conditions on the call's arguments (or, for a reply, on ``{"content": <the draft>}``). The
