@@ -19,6 +19,7 @@ DJANGO_FREE = (
     "nitro_assistants.client",
     "nitro_assistants.rules",
     "nitro_assistants.policy_rules",
+    "nitro_assistants.policies",  # its former name, an alias
     "nitro_assistants.exceptions",
     # bench/ and host tests start servers with it before (or without) Django is set up.
     "nitro_assistants.testing.launchers",
@@ -69,6 +70,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "nitro_assistants.rules",
             "nitro_assistants.policy_rules",
+            "nitro_assistants.policies",
             "nitro_assistants.operations",
             "nitro_assistants.chain",
         ),

@@ -187,3 +187,16 @@ def test_progress_text() -> None:
         == "1 of 2 approvals · waiting for someone in Finance"
     )
     assert policy_rules.progress(2, 2, "Finance") == "2 of 2 approvals"
+
+
+def test_the_former_module_names_are_the_renamed_modules() -> None:
+    """Code and docs written before the rename import ``nitro_assistants.policies`` and call
+    ``nitro_assistants.services.policies.rules_changed()``: they get the renamed modules
+    themselves, so a name read or patched through either is the same."""
+    from nitro_assistants import policies
+    from nitro_assistants.services import policies as former_service
+    from nitro_assistants.services import policy_enforcement
+
+    assert policies is policy_rules
+    assert former_service is policy_enforcement
+    assert former_service.rules_changed is policy_enforcement.rules_changed
