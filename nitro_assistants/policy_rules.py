@@ -519,8 +519,8 @@ class RuleSet:
 
 
 class EditConflictError(PolicyError):
-    """An edit would put a review under a rule whose group differs from the group it is held
-    for: no single group may decide it, so the edit is refused."""
+    """An edit would put a review under a rule whose group differs from the group that decides
+    it now: no single group may decide it, so the edit is refused."""
 
 
 def after_edit(current: Handling, fresh: Handling) -> Handling:
@@ -552,9 +552,9 @@ def after_edit(current: Handling, fresh: Handling) -> Handling:
     ):
         raise EditConflictError(
             f"This edit puts the review under rule {fresh.rule_name or fresh.rule_id!r}, "
-            f"decided by {fresh.group or 'its group'}, while it is held for "
-            f"{current.group or 'another group'}: no one group may decide it. Reject the call "
-            "(the assistant may propose it again) or decide it as it is.",
+            f"decided by {fresh.group or 'its group'}, while "
+            f"{current.group or 'another group'} decides it now: no one group may decide it. "
+            "Reject the call (the assistant may propose it again) or decide it as it is.",
             field="tool_calls",
         )
     fresh_first = (fresh.strictness, fresh.group_id is not None) > (

@@ -270,11 +270,11 @@ def decide(
         checked = _checked(locked, user, decision, shown)
         if isinstance(checked, Decision):
             return checked
-        passed = gate(locked, user, checked, via)  # policies: quorum, groups, edits
-        if passed.approval is not None:
-            return passed.approval
-        assert passed.decision is not None
-        return _record(locked, passed.actor or user, passed.decision)
+        verdict = gate(locked, user, checked, via)  # the policy rules: quorum, groups, edits
+        if verdict.approval is not None:
+            return verdict.approval
+        assert verdict.decision is not None
+        return _record(locked, verdict.actor or user, verdict.decision)
 
 
 def _checked(

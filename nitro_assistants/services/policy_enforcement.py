@@ -116,9 +116,9 @@ def ruleset() -> policy_rules.RuleSet:
     except Exception:  # the cache's client raises its own errors (redis, pymemcache, ...)
         logger.warning("Could not read the policy rules' stamp; asking the database", exc_info=True)
         return _probed()
-    held = _compiled
-    if held.token == token:
-        return held.rules
+    kept = _compiled
+    if kept.token == token:
+        return kept.rules
     # Changed, or the stamp expired: compiled again (no aggregate first: one statement either
     # way, and this one also sees what the aggregate cannot, a group renamed or a field updated
     # without ``updated_at``). Read after the stamp: a write committed after that read deletes
@@ -147,9 +147,9 @@ def _probed() -> policy_rules.RuleSet:
     rows compiled again when it differs from the one they were compiled from."""
     enabled = _enabled()
     stamp = tuple(enabled.aggregate(n=Count("pk"), at=Max("updated_at"), v=Max("version")).values())
-    held = _compiled
-    if held.stamp == stamp:
-        return held.rules
+    kept = _compiled
+    if kept.stamp == stamp:
+        return kept.rules
     rows = list(enabled.select_related("group", "escalate_to"))
     return _keep(_Compiled(None, stamp, policy_rules.RuleSet(row.compiled() for row in rows)))
 
@@ -504,10 +504,10 @@ def final_decision(review: Review, note: str) -> dict[str, Any]:
                 "note": note,
             }
         return {"reply": {"action": "approve"}, "tool_calls": None, "note": note}
-    held = {str(c.get("id")): c for c in original.get("tool_calls") or []}
+    held_calls = {str(c.get("id")): c for c in original.get("tool_calls") or []}
     items = []
     for call in review.tool_calls:
-        before = held.get(str(call.get("id")), call)
+        before = held_calls.get(str(call.get("id")), call)
         if call.get("args") != before.get("args"):
             items.append({"id": call["id"], "action": "edit", "args": dict(call["args"])})
         else:
@@ -530,12 +530,12 @@ def as_shown(review: Review, cleaned: Mapping[str, Any]) -> dict[str, Any]:
         ).get("content"):
             return {**cleaned, "reply": {"action": "edit", "content": content}}
         return dict(cleaned)
-    held = {str(c.get("id")): c for c in original.get("tool_calls") or []}
+    held_calls = {str(c.get("id")): c for c in original.get("tool_calls") or []}
     now = {str(c.get("id")): c for c in review.tool_calls}
     items = []
     for item in cleaned.get("tool_calls") or []:
         call = now.get(str(item.get("id")), {})
-        before = held.get(str(item.get("id")), call)
+        before = held_calls.get(str(item.get("id")), call)
         if item.get("action") == "approve" and call.get("args") != before.get("args"):
             item = {"id": item["id"], "action": "edit", "args": dict(call["args"])}
         items.append(item)
@@ -543,9 +543,10 @@ def as_shown(review: Review, cleaned: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclasses.dataclass
-class Gate:
-    """What :func:`gate` lets through: a decision to record now (``decision``, by ``actor``
-    when not the person), or an ``approval`` that waits for others."""
+class Verdict:
+    """What the review's handling makes of a person's decision (:func:`gate`): a decision to
+    record now (``decision``, by ``actor`` when not the person), or an ``approval`` that waits
+    for others."""
 
     decision: dict[str, Any] | None = None
     actor: Any = None
@@ -570,7 +571,7 @@ def _rewrite(review: Review, content: Mapping[str, Any], user: Any) -> None:
 
 
 @dataclasses.dataclass
-class _Plan:
+class _DryRun:
     """What :func:`gate` will do with a decision, found without writing anything."""
 
     #: The decision goes through as it is, and nothing else is written.
@@ -582,13 +583,13 @@ class _Plan:
     after: policy_rules.Handling | None = None
 
 
-def _plan(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> _Plan:
+def _dry_run(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> _DryRun:
     """The checks of :func:`gate` (raising its errors) and what it will do, without writing.
 
     ``cleaned`` holds edits already merged into the held calls' full arguments and checked by
     type (:func:`nitro_assistants.rules.merged_args`): the rules read the merged call."""
     if not _person(user) or review.kind not in rules.REVIEW_KINDS:
-        return _Plan(plain=True)
+        return _DryRun(plain=True)
     row = handling_row(review)
     current = current_handling(row)
     required = current.approvals
@@ -597,7 +598,7 @@ def _plan(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> _P
     actions = _actions(cleaned)
     runs = [a for a in actions if a in RUNS]
     if not runs:  # a rejection ends it, whatever the quorum
-        return _Plan(plain=True)
+        return _DryRun(plain=True)
     if current.action == policy_rules.AUTO_REJECT:
         raise PolicyForbiddenError(
             f"Policy rule {current.rule_name or current.rule_id} rejects this review: "
@@ -632,50 +633,52 @@ def _plan(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> _P
             field="tool_calls",
         )
     if content is not None:
-        return _Plan(
+        return _DryRun(
             plain=after is None and required <= 1,
             required=required,
             edited=True,
             content=content,
             after=after,
         )
-    return _Plan(plain=required <= 1, required=required)
+    return _DryRun(plain=required <= 1, required=required)
 
 
-def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gate:
+def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Verdict:
     """Apply the review's handling to a person's decision (the review's row lock held).
 
     Code that is not a person (a policy, a deadline, the host project's own code with no user)
     passes through: it brings its own authority. Raises ``PolicyForbiddenError`` (not in the
     rule's group; one's own assistant's action) and ``InteractionDecisionError`` (a mixed
     decision on a quorum review)."""
-    plan = _plan(review, user, cleaned, via)
-    if plan.plain:
-        return Gate(decision=as_shown(review, cleaned))
-    required = plan.required
-    if plan.edited:
-        assert plan.content is not None
-        after = plan.after
+    dry_run = _dry_run(review, user, cleaned, via)
+    if dry_run.plain:
+        return Verdict(decision=as_shown(review, cleaned))
+    required = dry_run.required
+    if dry_run.edited:
+        assert dry_run.content is not None
+        after = dry_run.after
         if after is not None:
             if after.action == policy_rules.AUTO_REJECT:
                 give_handling(review, after, actor=user, why="edited")
                 actor = PolicyActor("policy", after)
                 reason = after.reason or f"Rejected by policy rule {after.rule_name}"
                 decision = rules.reject_everything(review.kind, review.tool_calls, reason)
-                return Gate(decision={"reply": None, "tool_calls": None, **decision}, actor=actor)
+                return Verdict(
+                    decision={"reply": None, "tool_calls": None, **decision}, actor=actor
+                )
             give_handling(review, after, actor=user, why="edited")
             required = after.approvals
             if required <= 1:
-                return Gate(decision=dict(cleaned))
-        _rewrite(review, plan.content, user)
+                return Verdict(decision=dict(cleaned))
+        _rewrite(review, dry_run.content, user)
     approval, created = Approval.objects.get_or_create(
         review=review,
         user=user,
         digest=review.digest,
-        defaults={"revision": review.revision, "edited": plan.edited, "at": timezone.now()},
+        defaults={"revision": review.revision, "edited": dry_run.edited, "at": timezone.now()},
     )
     if not created:  # the same person never counts twice
-        return Gate(approval=approval)
+        return Verdict(approval=approval)
     counted = approved_by(review)
     record_event(
         review.thread,
@@ -687,16 +690,16 @@ def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Gat
         required=required,
     )
     if len(counted) < required:
-        return Gate(approval=approval)
+        return Verdict(approval=approval)
     names = ", ".join(a.user.get_username() for a in counted)
     note = str(cleaned.get("note") or "").strip()
     note = f"{note}\n\nApproved by {names}".strip() if note else f"Approved by {names}"
-    return Gate(decision=final_decision(review, note[: rules.MAX_NOTE]))
+    return Verdict(decision=final_decision(review, note[: rules.MAX_NOTE]))
 
 
 __all__ = [
-    "Gate",
     "PolicyActor",
+    "Verdict",
     "approved_by",
     "current_handling",
     "evaluate",
