@@ -136,8 +136,23 @@ STATUS_AFTER: Final = {
     "request_revision": REVISION_REQUESTED,
     "cancel": CANCELLED,
 }
-#: Statuses in which a review is still open: waiting for a person, or for its outcome.
+#: Statuses in which a review is open: waiting for a person, or (a tool-call or reply decision
+#: not yet applied, a plan running its steps) for its outcome. A move out of them closes it
+#: (``closed_at``); a thread with an open review keeps its audit events when they are pruned.
 OPEN_STATUSES: Final = frozenset({PENDING, DECIDED, EXECUTING})
+#: Statuses in which a review's pause is still the server's, whatever its decision: not decided
+#: yet, or a tool-call or reply decision recorded and not yet applied. Not the same as open: an
+#: interaction answered (closed for people) is one too until its decision is applied, and an
+#: executing plan whose decision was applied is open but no longer the server's pause
+#: (:func:`is_unapplied`).
+UNAPPLIED_STATUSES: Final = frozenset({PENDING, DECIDED})
+
+
+def is_unapplied(status: str, decision_pending: bool) -> bool:
+    """Whether a review in ``status`` is still the pause the server shows: the thread has not
+    moved past it, so a mirror of that pause is this review, not a new one. ``decision_pending``:
+    it has a decision whose outcome is still pending (recorded, not yet applied)."""
+    return status in UNAPPLIED_STATUSES or decision_pending
 
 
 #: The word for "every status" in a status filter: the admin queue's and the API list's.
