@@ -11,6 +11,7 @@ Protocol background: docs/protocol.md §4 (tool calls), §6 (replies), §8 (type
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -24,6 +25,7 @@ from nitro_assistants.client.results import DIALECT_KINDS as DIALECT_KINDS
 from nitro_assistants.client.results import (
     INBOX,
     INTERRUPT,
+    MAX_ID_LENGTH,
     REPLY_DECISIONS,
     TOOL_DECISIONS,
     PendingReview,
@@ -34,6 +36,7 @@ from nitro_assistants.client.review import build_resume, dialect_resume
 from nitro_assistants.exceptions import (
     InteractionConflictError,
     InteractionDecisionError,
+    ReviewNotPendingError,
     ThreadResumptionError,
 )
 
@@ -618,6 +621,129 @@ def same_review_decision(recorded: Mapping[str, Any], cleaned: Mapping[str, Any]
         and recorded.get("tool_calls") == cleaned.get("tool_calls")
         and recorded.get("answers") == cleaned.get("answers")
     )
+
+
+# -- deciding a tool-call, reply or inbox/interrupt review: the one check ---------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ReviewState:
+    """A tool-call, reply or ``inbox``/``interrupt`` review as it was read (under its lock):
+    what a decision on it is checked against (:func:`check_decision`)."""
+
+    pk: Any
+    #: What it holds, as the client reads a pause (so local validation is the client's own).
+    pending: PendingReview
+    status: str
+    #: The status as people read it, for the error: ``"decided"``.
+    status_label: str
+    revision: int
+    digest: str
+    #: The argument schemas of the held calls, by call id (:func:`edit_schemas`).
+    schemas: Mapping[str, Mapping[str, Any]] | None = None
+    #: The review itself, carried by :class:`ReviewNotPendingError` (opaque here).
+    review: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedDecision:
+    """A decision :func:`check_decision` let through: ``cleaned`` (edits merged into the held
+    calls' full arguments and checked by type), made on ``stamp`` (revision, digest); ``replay``
+    when it is the one the same person already recorded (record nothing)."""
+
+    cleaned: dict[str, Any]
+    stamp: tuple[int, str]
+    replay: bool = False
+
+
+def not_pending(pk: Any, status_label: str, review: object = None) -> ReviewNotPendingError:
+    """The error for a review that was decided, superseded or closed already."""
+    return ReviewNotPendingError(f"Review #{pk} was already {status_label}.", review=review)
+
+
+def validate_review_decision(
+    pending: PendingReview,
+    decision: Mapping[str, Any],
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Check a decision on a tool-call, reply or ``inbox``/``interrupt`` pause against it, with
+    the client's own rules (docs/protocol.md §4: a resume the graph refuses leaves a batched
+    thread stuck), its stamp (``revision``, ``digest``) set aside. Returns the cleaned decision
+    (:func:`clean_review_decision`, :func:`clean_dialect_decision`); raises
+    ``ThreadResumptionError``."""
+    if any(len(str(i)) > MAX_ID_LENGTH for i in pending.interrupt_ids):
+        # Mirrored before the client refused such ids: its decision could not be stored.
+        raise ThreadResumptionError(
+            f"This pause cannot be answered: its interrupt id is longer than {MAX_ID_LENGTH} "
+            "characters."
+        )
+    if pending.kind in DIALECT_KINDS:
+        if pending.error:
+            raise ThreadResumptionError(
+                "The graph refused an answer to this pause and is stuck on it: "
+                f"{pending.error}. It cannot be answered; dismiss it."
+            )
+        body = {k: v for k, v in decision.items() if k not in ("revision", "digest")}
+        return clean_dialect_decision(pending, body)
+    body = {k: v for k, v in decision.items() if k not in ("revision", "digest", "interrupt_id")}
+    return clean_review_decision(pending, body, schemas)
+
+
+def check_decision(
+    state: ReviewState,
+    decision: Mapping[str, Any],
+    *,
+    shown: tuple[int, str] | None = None,
+    recorded: Mapping[str, Any] | None = None,
+) -> CheckedDecision:
+    """Every check a decision on a tool-call, reply or ``inbox``/``interrupt`` review passes
+    before anything is stored, in the order their errors are reported.
+
+    ``decision`` names the ``revision`` and ``digest`` it was made on, or ``shown`` gives them
+    (the caller holds the review it showed); ``recorded`` is the decision the same person
+    already recorded on this review (``{"reply", "tool_calls", "answers"}``), if any: the same
+    decision on the same revision again is a replay. Raises ``InteractionDecisionError`` (the
+    stamp or the body does not fit), ``ReviewNotPendingError`` (decided or closed already),
+    ``InteractionConflictError`` (the review moved on since it was shown) and
+    ``ThreadResumptionError``."""
+    if "revision" in decision or "digest" in decision or shown is None:
+        if shown is None and not ("revision" in decision and "digest" in decision):
+            raise InteractionDecisionError(
+                "Name the `revision` and `digest` of the review as it was shown",
+                field="revision" if "revision" not in decision else "digest",
+            )
+        stamp = clean_stamp(decision)
+    else:
+        stamp = shown
+    try:
+        cleaned = validate_review_decision(state.pending, decision, state.schemas)
+    except ThreadResumptionError:
+        if state.status != PENDING:
+            raise not_pending(state.pk, state.status_label, state.review) from None
+        raise
+    if (
+        recorded is not None
+        and stamp == (state.revision, state.digest)
+        and same_review_decision(recorded, cleaned)
+    ):
+        return CheckedDecision(cleaned, stamp, replay=True)
+    if state.status != PENDING:
+        raise not_pending(state.pk, state.status_label, state.review)
+    check_stamp(
+        label=f"review #{state.pk}",
+        revision=state.revision,
+        digest=state.digest,
+        status=state.status,
+        shown_revision=stamp[0],
+        shown_digest=stamp[1],
+        interrupt_id=state.pending.interrupt_id,
+        shown_interrupt_id=(
+            str(decision["interrupt_id"])
+            if decision.get("interrupt_id") and state.pending.kind not in DIALECT_KINDS
+            else None  # inbox/interrupt: the id names one of the pauses, checked above
+        ),
+    )
+    return CheckedDecision(dict(cleaned), stamp)
 
 
 # -- a typed interaction: its arrival ---------------------------------------------------------------

@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from nitro_assistants import rules
 from nitro_assistants.client.results import (
-    MAX_ID_LENGTH,
     REPLY_DECISIONS,
     Pause,
     PendingReview,
@@ -92,23 +91,22 @@ def validate_decision(review: Review, decision: Mapping[str, Any]) -> dict[str, 
         raise ThreadResumptionError(
             f"Deciding a {review.get_kind_display()} review is not supported here."
         )
-    if any(len(str(i)) > MAX_ID_LENGTH for i in review.interrupt_ids):
-        # Mirrored before the client refused such ids: its decision could not be stored.
-        raise ThreadResumptionError(
-            f"This pause cannot be answered: its interrupt id is longer than {MAX_ID_LENGTH} "
-            "characters."
-        )
-    if review.kind in rules.DIALECT_KINDS:
-        if review.payload.get("error"):
-            raise ThreadResumptionError(
-                "The graph refused an answer to this pause and is stuck on it: "
-                f"{review.payload['error']}. It cannot be answered; dismiss it."
-            )
-        body = {k: v for k, v in decision.items() if k not in ("revision", "digest")}
-        return rules.clean_dialect_decision(pending_review_of(review), body)
-    body = {k: v for k, v in decision.items() if k not in ("revision", "digest", "interrupt_id")}
-    return rules.clean_review_decision(
-        pending_review_of(review), body, review.payload.get("args_schemas")
+    return rules.validate_review_decision(
+        pending_review_of(review), decision, review.payload.get("args_schemas")
+    )
+
+
+def _state_of(review: Review) -> rules.ReviewState:
+    """``review`` as :func:`nitro_assistants.rules.check_decision` checks a decision on it."""
+    return rules.ReviewState(
+        pk=review.pk,
+        pending=pending_review_of(review),
+        status=review.status,
+        status_label=str(review.get_status_display()),
+        revision=review.revision,
+        digest=review.digest,
+        schemas=review.payload.get("args_schemas"),
+        review=review,
     )
 
 
@@ -167,19 +165,6 @@ def refusal(review: Review, via: Channel, user: Any = None) -> NitroAssistantsEr
     )
 
 
-def _shown_stamp(decision: Mapping[str, Any], shown: Review | None) -> tuple[int, str]:
-    """The revision and digest the decision was made on: named in it, or (code holding a
-    ``Review`` it read) the instance's, as it was read."""
-    if "revision" in decision or "digest" in decision or shown is None:
-        if shown is None and not ("revision" in decision and "digest" in decision):
-            raise InteractionDecisionError(
-                "Name the `revision` and `digest` of the review as it was shown",
-                field="revision" if "revision" not in decision else "digest",
-            )
-        return rules.clean_stamp(decision)
-    return shown.revision, shown.digest
-
-
 def _interaction_replay(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision | None:
     """The same person sending the same decision on the same revision again (a double submit, a
     retry after a timeout): their recorded decision; None when it is anything else."""
@@ -203,21 +188,20 @@ def _interaction_replay(review: Review, user: Any, cleaned: Mapping[str, Any]) -
     return recorded if cleaned["revision"] in shown else None
 
 
-def _review_replay(
-    review: Review, user: Any, cleaned: Mapping[str, Any], stamp: tuple[int, str]
-) -> Decision | None:
-    if not getattr(user, "pk", None) or stamp != (review.revision, review.digest):
+def _recorded_by(review: Review, user: Any) -> dict[str, Any] | None:
+    """The decision ``user`` recorded on ``review`` (read with it), as
+    :func:`nitro_assistants.rules.check_decision` compares a replay; None when there is none,
+    or it is someone else's."""
+    if not getattr(user, "pk", None):
         return None
     try:
         recorded = review.decision
     except Decision.DoesNotExist:
         return None
+    if recorded.decided_by_id != user.pk:
+        return None
     answers = (recorded.answer or {}).get("answers") if review.kind in rules.DIALECT_KINDS else None
-    if recorded.decided_by_id == user.pk and rules.same_review_decision(
-        {"reply": recorded.reply, "tool_calls": recorded.tool_calls, "answers": answers}, cleaned
-    ):
-        return recorded
-    return None
+    return {"reply": recorded.reply, "tool_calls": recorded.tool_calls, "answers": answers}
 
 
 def decide(
@@ -280,37 +264,18 @@ def decide(
 def _checked(
     review: Review, user: Any, decision: Mapping[str, Any], shown: Review | None
 ) -> Decision | dict[str, Any]:
-    """A review decision (not an interaction's) checked against ``review`` as read: the same
-    person's same decision already recorded (returned), or the decision cleaned. Raises
-    ``ReviewNotPendingError``, ``InteractionConflictError`` (the review moved on since it was
-    shown) and ``ThreadResumptionError`` (the decision does not fit)."""
-    stamp = _shown_stamp(decision, shown)
-    try:
-        cleaned = validate_decision(review, decision)
-    except ThreadResumptionError:
-        if review.status != Review.Status.PENDING:
-            raise _not_pending(review) from None
-        raise
-    replay = _review_replay(review, user, cleaned, stamp)
-    if replay is not None:
-        return replay
-    if review.status != Review.Status.PENDING:
-        raise _not_pending(review)
-    rules.check_stamp(
-        label=f"review #{review.pk}",
-        revision=review.revision,
-        digest=review.digest,
-        status=review.status,
-        shown_revision=stamp[0],
-        shown_digest=stamp[1],
-        interrupt_id=review.interrupt_id,
-        shown_interrupt_id=(
-            str(decision["interrupt_id"])
-            if decision.get("interrupt_id") and review.kind not in rules.DIALECT_KINDS
-            else None  # inbox/interrupt: the id names one of the pauses, checked above
-        ),
+    """A review decision (not an interaction's) checked against ``review`` as read, in one call
+    into the rules (:func:`nitro_assistants.rules.check_decision`): the same person's same
+    decision already recorded (returned), or the decision cleaned."""
+    checked = rules.check_decision(
+        _state_of(review),
+        decision,
+        shown=(shown.revision, shown.digest) if shown is not None else None,
+        recorded=_recorded_by(review, user),
     )
-    return dict(cleaned)
+    if checked.replay:
+        return review.decision
+    return checked.cleaned
 
 
 def _locked_for_decision(pk: Any, user: Any) -> Review:
@@ -412,9 +377,7 @@ def dismiss(review: Review | int, user: Any, *, via: Channel = None) -> Review:
 
 
 def _not_pending(review: Review) -> ReviewNotPendingError:
-    return ReviewNotPendingError(
-        f"Review #{review.pk} was already {review.get_status_display()}.", review=review
-    )
+    return rules.not_pending(review.pk, str(review.get_status_display()), review)
 
 
 def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
