@@ -746,6 +746,74 @@ def check_decision(
     return CheckedDecision(dict(cleaned), stamp)
 
 
+@dataclasses.dataclass(frozen=True)
+class InteractionState:
+    """A typed interaction's review (one revision) as it was read (under its lock): what a
+    decision on it is checked against (:func:`check_interaction_decision`)."""
+
+    interaction_id: str
+    kind: str
+    status: str
+    revision: int
+    digest: str
+    interrupt_id: str | None
+    #: Its content (questions, blueprint or plan), and why it cannot be decided as it came.
+    interaction: Mapping[str, Any]
+    problems: Sequence[str] = ()
+
+
+def check_interaction_decision(
+    state: InteractionState,
+    decision: Mapping[str, Any],
+    *,
+    shown: tuple[int, str] | None = None,
+    recorded: Callable[[], Mapping[str, Any] | None] = lambda: None,
+    replaced: Callable[[], bool] = lambda: False,
+) -> CheckedDecision:
+    """Every check a decision on a typed interaction passes before anything is stored (docs/
+    protocol.md §8), in the order their errors are reported; :func:`check_decision`'s
+    counterpart.
+
+    ``shown`` stands in for a stamp the decision does not name; ``recorded`` reads the latest
+    decision the same person recorded on this interaction (``{"decision", "revisions"}``: its
+    value and the revisions it was made on), ``replaced`` whether a later revision replaced this
+    one: each is asked only when its answer matters (they read the database). Raises
+    ``InteractionDecisionError`` (the body does not fit: the field at fault) and
+    ``InteractionConflictError`` (stale: another revision, digest or interrupt)."""
+    if shown is not None and "revision" not in decision and "digest" not in decision:
+        decision = {**decision, "revision": shown[0], "digest": shown[1]}
+    shown_interrupt = decision.get("interrupt_id")
+    body = clean_body({k: v for k, v in decision.items() if k != "interrupt_id"})
+    stamp = (body["revision"], body["digest"])
+    earlier = recorded()
+    if (
+        earlier is not None
+        and earlier.get("decision") == body["decision"]
+        and body["revision"] in earlier.get("revisions", ())
+    ):
+        return CheckedDecision(body, stamp, replay=True)
+    label = f"interaction {state.interaction_id}"
+    if shown_interrupt and str(shown_interrupt) != (state.interrupt_id or ""):
+        raise InteractionConflictError(
+            f"Interaction {state.interaction_id} is paused on another interrupt than the one shown",
+            field="interrupt_id",
+        )
+    if body["revision"] == state.revision and replaced():
+        raise InteractionConflictError(
+            f"Revision {state.revision} of {label} has been replaced", field="revision"
+        )
+    check_stamp(
+        label=label,
+        revision=state.revision,
+        digest=state.digest,
+        status=state.status,
+        shown_revision=body["revision"],
+        shown_digest=body["digest"],
+    )
+    check_content(state.kind, state.interaction, body, problems=state.problems)
+    return CheckedDecision(body, stamp)
+
+
 # -- a typed interaction: its arrival ---------------------------------------------------------------
 
 

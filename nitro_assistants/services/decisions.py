@@ -23,7 +23,6 @@ from nitro_assistants.client.results import (
     ReplyDraft,
 )
 from nitro_assistants.exceptions import (
-    InteractionConflictError,
     InteractionDecisionError,
     InteractionForbiddenError,
     NitroAssistantsError,
@@ -165,12 +164,26 @@ def refusal(review: Review, via: Channel, user: Any = None) -> NitroAssistantsEr
     )
 
 
-def _interaction_replay(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision | None:
-    """The same person sending the same decision on the same revision again (a double submit, a
-    retry after a timeout): their recorded decision; None when it is anything else."""
+def _interaction_state_of(review: Review) -> rules.InteractionState:
+    """``review`` as :func:`nitro_assistants.rules.check_interaction_decision` checks a decision
+    on it."""
+    return rules.InteractionState(
+        interaction_id=review.interaction_id,
+        kind=review.kind,
+        status=review.status,
+        revision=review.revision,
+        digest=review.digest,
+        interrupt_id=review.interrupt_id,
+        interaction=review.payload.get("interaction") or {},
+        problems=review.payload.get("problems") or [],
+    )
+
+
+def _latest_interaction_decision(review: Review, user: Any) -> Decision | None:
+    """The latest decision ``user`` recorded on ``review``'s interaction (any revision)."""
     if not getattr(user, "pk", None):
         return None
-    recorded = (
+    return (
         Decision.objects.filter(
             review__thread_id=review.thread_id,
             review__interaction_id=review.interaction_id,
@@ -180,12 +193,26 @@ def _interaction_replay(review: Review, user: Any, cleaned: Mapping[str, Any]) -
         .order_by("-pk")
         .first()
     )
-    if recorded is None or (recorded.answer or {}).get("decision") != cleaned["decision"]:
+
+
+def _as_replayable(recorded: Decision | None) -> dict[str, Any] | None:
+    """A recorded interaction decision as a replay of it is compared: its value, and the
+    revisions it was made on (an edit became a revision of its own: the one shown is before)."""
+    if recorded is None:
         return None
-    shown = {recorded.review.revision}
-    if recorded.review.origin == "user":  # an edit became a revision of its own
-        shown.add(recorded.review.revision - 1)
-    return recorded if cleaned["revision"] in shown else None
+    revisions = {recorded.review.revision}
+    if recorded.review.origin == "user":
+        revisions.add(recorded.review.revision - 1)
+    return {"decision": (recorded.answer or {}).get("decision"), "revisions": revisions}
+
+
+def _replaced(review: Review) -> bool:
+    """Whether a later revision of ``review``'s interaction exists."""
+    return Review.objects.filter(
+        thread_id=review.thread_id,
+        interaction_id=review.interaction_id,
+        revision__gt=review.revision,
+    ).exists()
 
 
 def _recorded_by(review: Review, user: Any) -> dict[str, Any] | None:
@@ -237,20 +264,19 @@ def decide(
         if not may_decide(user, locked, via):
             raise refusal(locked, via, user)
         if locked.kind in rules.INTERACTION_KINDS:
-            if shown is not None and "revision" not in decision and "digest" not in decision:
-                decision = {**decision, "revision": shown.revision, "digest": shown.digest}
-            shown_interrupt = decision.get("interrupt_id")
-            body = rules.clean_body({k: v for k, v in decision.items() if k != "interrupt_id"})
-            replay = _interaction_replay(locked, user, body)
-            if replay is not None:
-                return replay
-            if shown_interrupt and str(shown_interrupt) != (locked.interrupt_id or ""):
-                raise InteractionConflictError(
-                    f"Interaction {locked.interaction_id} is paused on another interrupt than the "
-                    "one shown",
-                    field="interrupt_id",
-                )
-            return decide_interaction(locked, user, body)
+            recorded = functools.cache(lambda: _latest_interaction_decision(locked, user))
+            answer = rules.check_interaction_decision(
+                _interaction_state_of(locked),
+                decision,
+                shown=(shown.revision, shown.digest) if shown is not None else None,
+                recorded=lambda: _as_replayable(recorded()),
+                replaced=lambda: _replaced(locked),
+            )
+            if answer.replay:
+                replayed = recorded()
+                assert replayed is not None
+                return replayed
+            return decide_interaction(locked, user, answer.cleaned)
         checked = _checked(locked, user, decision, shown)
         if isinstance(checked, Decision):
             return checked

@@ -98,3 +98,66 @@ def test_a_closed_review_says_so_before_what_is_wrong_with_the_decision() -> Non
         rules.check_decision(DECIDED, bad)
     with pytest.raises(ThreadResumptionError, match="Tool call `call_9` is not under review"):
         rules.check_decision(PENDING, bad)
+
+
+QUESTION = rules.InteractionState(
+    interaction_id="int-q",
+    kind=rules.QUESTION,
+    status=rules.PENDING,
+    revision=2,
+    digest="dq",
+    interrupt_id="int-1",
+    interaction={
+        "kind": "question",
+        "questions": [{"questionId": "q1", "options": [{"optionId": "yes"}, {"optionId": "no"}]}],
+    },
+)
+ANSWER = {
+    "decision": "answer",
+    "revision": 2,
+    "digest": "dq",
+    "answers": [{"questionId": "q1", "optionIds": ["yes"]}],
+}
+
+
+def never() -> Any:
+    raise AssertionError("asked although its answer cannot matter")
+
+
+def test_an_interaction_answer_is_checked_against_its_content_in_the_same_call() -> None:
+    checked = rules.check_interaction_decision(QUESTION, ANSWER)
+    assert (checked.cleaned["answers"], checked.stamp, checked.replay) == (
+        [{"questionId": "q1", "optionIds": ["yes"]}],
+        (2, "dq"),
+        False,
+    )
+    with pytest.raises(InteractionDecisionError) as caught:
+        rules.check_interaction_decision(
+            QUESTION, {**ANSWER, "answers": [{"questionId": "q1", "optionIds": ["maybe"]}]}
+        )
+    assert caught.value.field == "answers[0].optionIds"
+
+
+def test_an_interaction_decision_sent_again_is_a_replay_before_anything_else_is_asked() -> None:
+    earlier = {"decision": "answer", "revisions": {2}}
+    closed = dataclasses.replace(QUESTION, status=rules.ANSWERED)
+    again = rules.check_interaction_decision(
+        closed, ANSWER, recorded=lambda: earlier, replaced=never
+    )
+    assert again.replay
+    with pytest.raises(InteractionConflictError, match="only a pending review can be decided"):
+        rules.check_interaction_decision(closed, ANSWER, recorded=lambda: None)
+
+
+def test_an_interaction_decision_on_a_replaced_revision_or_another_interrupt_is_stale() -> None:
+    with pytest.raises(InteractionConflictError, match="Revision 2 of interaction int-q has been"):
+        rules.check_interaction_decision(QUESTION, ANSWER, replaced=lambda: True)
+    with pytest.raises(InteractionConflictError) as caught:
+        rules.check_interaction_decision(QUESTION, {**ANSWER, "interrupt_id": "int-0"})
+    assert caught.value.field == "interrupt_id"
+    shown = rules.check_interaction_decision(
+        QUESTION,
+        {k: v for k, v in ANSWER.items() if k not in ("revision", "digest")},
+        shown=(2, "dq"),
+    )
+    assert shown.stamp == (2, "dq")
