@@ -163,7 +163,7 @@ def our_side(
     from nitro_assistants import services, tasks
     from nitro_assistants.models import Review
     from nitro_assistants.services import claims
-    from nitro_assistants.services.reviews import DECIDE_PERMISSION
+    from nitro_assistants.services.decisions import DECIDE_PERMISSION
 
     # Called directly here, so nothing is enqueued (no worker is running).
     tasks.run_thread.delay = lambda *args, **kwargs: None

@@ -1,9 +1,9 @@
 """Policy rules with 1,000 rules (median and p99 per review), and the deadline sweep over 100,000
 pending reviews (queries and time) beside the delivery sweep over as many deliveries.
 
-    .venv/bin/python bench/policies.py [--rules 1000] [--reviews 100000]
+    .venv/bin/python bench/policy_rules.py [--rules 1000] [--reviews 100000]
 
-The evaluation is timed on the compiled rule set (what ``services.policies`` keeps between
+The evaluation is timed on the compiled rule set (what ``services.policy_enforcement`` keeps between
 changes of the rules), beside a naive peer measured in the same run: every rule tried in order
 with ``fnmatch`` and the conditions, as a loop over the rows would. The sweep uses its own
 PostgreSQL database (``nitro_assistants_bench``, created and migrated if missing, its tables
@@ -30,12 +30,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 os.environ["NITRO_TEST_DB_NAME"] = os.environ.get("NITRO_BENCH_DB_NAME", "nitro_assistants_bench")
 
 from bench.sweep import ensure_database  # noqa: E402
-from nitro_assistants import policies  # noqa: E402
+from nitro_assistants import policy_rules  # noqa: E402
 
 ASSISTANTS = [f"assistant-{i}" for i in range(10)]
 
 
-def make_rules(count: int, rng: random.Random) -> list[policies.Rule]:
+def make_rules(count: int, rng: random.Random) -> list[policy_rules.Rule]:
     """Rules as a large project might have them: most for one tool (exact names, each with a
     condition on an amount), some globs, a few for any tool of one assistant; the match, when
     there is one, is spread over the whole list."""
@@ -58,7 +58,7 @@ def make_rules(count: int, rng: random.Random) -> list[policies.Rule]:
         }[op]
         path = "order" if op == "matches" else "amount"
         rules.append(
-            policies.clean_rule(
+            policy_rules.clean_rule(
                 id=i + 1,
                 position=i,
                 assistant=assistant,
@@ -84,10 +84,10 @@ def make_reviews(count: int, rng: random.Random) -> list[tuple[str, list[dict[st
     return reviews
 
 
-def naive(rules: list[policies.Rule], assistant: str, calls: list[dict[str, Any]]) -> Any:
+def naive(rules: list[policy_rules.Rule], assistant: str, calls: list[dict[str, Any]]) -> Any:
     chosen = None
     for call in calls:
-        found = policies.DEFAULT
+        found = policy_rules.DEFAULT
         for rule in rules:
             if rule.assistant and rule.assistant != assistant:
                 continue
@@ -119,7 +119,7 @@ def bench_evaluation(count: int) -> None:
     rules = make_rules(count, rng)
     reviews = make_reviews(5000, rng)
     started = time.perf_counter()
-    ruleset = policies.RuleSet(rules)
+    ruleset = policy_rules.RuleSet(rules)
     compile_ms = (time.perf_counter() - started) * 1000
     fast = timed(lambda a, c: ruleset.handling(a, "tool_calls", c), reviews)
     slow = timed(lambda a, c: naive(rules, a, c), reviews)
@@ -127,7 +127,9 @@ def bench_evaluation(count: int) -> None:
     med, slow_med = statistics.median(fast), statistics.median(slow)
     print(f"| rule evaluation, {count:,} rules, {len(reviews):,} reviews | median | p99 |")
     print("|---|---|---|")
-    print(f"| compiled rule set (services.policies) | {med:.4f} ms | {p99(fast):.4f} ms |")
+    print(
+        f"| compiled rule set (services.policy_enforcement) | {med:.4f} ms | {p99(fast):.4f} ms |"
+    )
     print(f"| naive loop over the rules (peer) | {slow_med:.4f} ms | {p99(slow):.4f} ms |")
     print()
     print(

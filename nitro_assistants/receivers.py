@@ -1,7 +1,7 @@
 """The app's own receivers: they keep the audit trail readable in logs, hand new reviews to the
 host project's assignment rule, tell reviewers what waits for them
 (:mod:`nitro_assistants.services.notifications`, which never raises) and tell every process
-that the policy rules changed (:func:`nitro_assistants.services.policies.rules_changed`: a
+that the policy rules changed (:func:`nitro_assistants.services.policy_enforcement.rules_changed`: a
 rule saved or deleted, in the admin or anywhere else, or a group a rule names saved). Host apps
 connect theirs to :mod:`nitro_assistants.signals` the same way."""
 
@@ -16,7 +16,7 @@ from django.db.models.signals import post_delete, post_save
 from nitro_assistants import signals
 from nitro_assistants.conf import app_settings
 from nitro_assistants.models import Policy
-from nitro_assistants.services import notifications, policies
+from nitro_assistants.services import notifications, policy_enforcement
 from nitro_assistants.services.claims import assign_by_rule
 
 logger = logging.getLogger("nitro_assistants")
@@ -67,7 +67,7 @@ def notify_delivery_failed(sender: Any, delivery: Any, thread: Any, **kwargs: An
 def policy_rules_written(sender: Any, using: str, **kwargs: Any) -> None:
     """A rule saved or deleted, or a group saved (a rule compiles its group's name in): the
     rules are compiled again everywhere once the transaction commits."""
-    policies.rules_changed(using)
+    policy_enforcement.rules_changed(using)
 
 
 def connect() -> None:

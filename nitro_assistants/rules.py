@@ -11,6 +11,7 @@ Protocol background: docs/protocol.md §4 (tool calls), §6 (replies), §8 (type
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -24,6 +25,7 @@ from nitro_assistants.client.results import DIALECT_KINDS as DIALECT_KINDS
 from nitro_assistants.client.results import (
     INBOX,
     INTERRUPT,
+    MAX_ID_LENGTH,
     REPLY_DECISIONS,
     TOOL_DECISIONS,
     PendingReview,
@@ -34,6 +36,7 @@ from nitro_assistants.client.review import build_resume, dialect_resume
 from nitro_assistants.exceptions import (
     InteractionConflictError,
     InteractionDecisionError,
+    ReviewNotPendingError,
     ThreadResumptionError,
 )
 
@@ -136,8 +139,23 @@ STATUS_AFTER: Final = {
     "request_revision": REVISION_REQUESTED,
     "cancel": CANCELLED,
 }
-#: Statuses in which a review is still open: waiting for a person, or for its outcome.
+#: Statuses in which a review is open: waiting for a person, or (a tool-call or reply decision
+#: not yet applied, a plan running its steps) for its outcome. A move out of them closes it
+#: (``closed_at``); a thread with an open review keeps its audit events when they are pruned.
 OPEN_STATUSES: Final = frozenset({PENDING, DECIDED, EXECUTING})
+#: Statuses in which a review's pause is still the server's, whatever its decision: not decided
+#: yet, or a tool-call or reply decision recorded and not yet applied. Not the same as open: an
+#: interaction answered (closed for people) is one too until its decision is applied, and an
+#: executing plan whose decision was applied is open but no longer the server's pause
+#: (:func:`is_unapplied`).
+UNAPPLIED_STATUSES: Final = frozenset({PENDING, DECIDED})
+
+
+def is_unapplied(status: str, decision_pending: bool) -> bool:
+    """Whether a review in ``status`` is still the pause the server shows: the thread has not
+    moved past it, so a mirror of that pause is this review, not a new one. ``decision_pending``:
+    it has a decision whose outcome is still pending (recorded, not yet applied)."""
+    return status in UNAPPLIED_STATUSES or decision_pending
 
 
 #: The word for "every status" in a status filter: the admin queue's and the API list's.
@@ -511,7 +529,7 @@ def value_type_problem(held: Any, value: Any) -> str | None:
     another JSON type (``"5000"`` for ``20``, ``1`` for ``true``), a number that is not finite
     (JSON has one number type: ``19.99`` may stand in for ``20``); objects and lists are checked item by item against the held
     ones. A held ``null`` takes any value (the rules then fail closed on what they cannot
-    compare: :mod:`nitro_assistants.policies`)."""
+    compare: :mod:`nitro_assistants.policy_rules`)."""
     if isinstance(value, float) and not math.isfinite(value):
         return "must be a finite number (NaN and Infinity are not JSON numbers)"
     if held is None:
@@ -603,6 +621,197 @@ def same_review_decision(recorded: Mapping[str, Any], cleaned: Mapping[str, Any]
         and recorded.get("tool_calls") == cleaned.get("tool_calls")
         and recorded.get("answers") == cleaned.get("answers")
     )
+
+
+# -- deciding a tool-call, reply or inbox/interrupt review: the one check ---------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ReviewState:
+    """A tool-call, reply or ``inbox``/``interrupt`` review as it was read (under its lock):
+    what a decision on it is checked against (:func:`check_decision`)."""
+
+    pk: Any
+    #: What it holds, as the client reads a pause (so local validation is the client's own).
+    pending: PendingReview
+    status: str
+    #: The status as people read it, for the error: ``"decided"``.
+    status_label: str
+    revision: int
+    digest: str
+    #: The argument schemas of the held calls, by call id (:func:`edit_schemas`).
+    schemas: Mapping[str, Mapping[str, Any]] | None = None
+    #: The review itself, carried by :class:`ReviewNotPendingError` (opaque here).
+    review: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedDecision:
+    """A decision :func:`check_decision` let through: ``cleaned`` (edits merged into the held
+    calls' full arguments and checked by type), made on ``stamp`` (revision, digest); ``replay``
+    when it is the one the same person already recorded (record nothing)."""
+
+    cleaned: dict[str, Any]
+    stamp: tuple[int, str]
+    replay: bool = False
+
+
+def not_pending(pk: Any, status_label: str, review: object = None) -> ReviewNotPendingError:
+    """The error for a review that was decided, superseded or closed already."""
+    return ReviewNotPendingError(f"Review #{pk} was already {status_label}.", review=review)
+
+
+def validate_review_decision(
+    pending: PendingReview,
+    decision: Mapping[str, Any],
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Check a decision on a tool-call, reply or ``inbox``/``interrupt`` pause against it, with
+    the client's own rules (docs/protocol.md §4: a resume the graph refuses leaves a batched
+    thread stuck), its stamp (``revision``, ``digest``) set aside. Returns the cleaned decision
+    (:func:`clean_review_decision`, :func:`clean_dialect_decision`); raises
+    ``ThreadResumptionError``."""
+    if any(len(str(i)) > MAX_ID_LENGTH for i in pending.interrupt_ids):
+        # Mirrored before the client refused such ids: its decision could not be stored.
+        raise ThreadResumptionError(
+            f"This pause cannot be answered: its interrupt id is longer than {MAX_ID_LENGTH} "
+            "characters."
+        )
+    if pending.kind in DIALECT_KINDS:
+        if pending.error:
+            raise ThreadResumptionError(
+                "The graph refused an answer to this pause and is stuck on it: "
+                f"{pending.error}. It cannot be answered; dismiss it."
+            )
+        body = {k: v for k, v in decision.items() if k not in ("revision", "digest")}
+        return clean_dialect_decision(pending, body)
+    body = {k: v for k, v in decision.items() if k not in ("revision", "digest", "interrupt_id")}
+    return clean_review_decision(pending, body, schemas)
+
+
+def check_decision(
+    state: ReviewState,
+    decision: Mapping[str, Any],
+    *,
+    shown: tuple[int, str] | None = None,
+    recorded: Mapping[str, Any] | None = None,
+) -> CheckedDecision:
+    """Every check a decision on a tool-call, reply or ``inbox``/``interrupt`` review passes
+    before anything is stored, in the order their errors are reported.
+
+    ``decision`` names the ``revision`` and ``digest`` it was made on, or ``shown`` gives them
+    (the caller holds the review it showed); ``recorded`` is the decision the same person
+    already recorded on this review (``{"reply", "tool_calls", "answers"}``), if any: the same
+    decision on the same revision again is a replay. Raises ``InteractionDecisionError`` (the
+    stamp or the body does not fit), ``ReviewNotPendingError`` (decided or closed already),
+    ``InteractionConflictError`` (the review moved on since it was shown) and
+    ``ThreadResumptionError``."""
+    if "revision" in decision or "digest" in decision or shown is None:
+        if shown is None and not ("revision" in decision and "digest" in decision):
+            raise InteractionDecisionError(
+                "Name the `revision` and `digest` of the review as it was shown",
+                field="revision" if "revision" not in decision else "digest",
+            )
+        stamp = clean_stamp(decision)
+    else:
+        stamp = shown
+    try:
+        cleaned = validate_review_decision(state.pending, decision, state.schemas)
+    except ThreadResumptionError:
+        if state.status != PENDING:
+            raise not_pending(state.pk, state.status_label, state.review) from None
+        raise
+    if (
+        recorded is not None
+        and stamp == (state.revision, state.digest)
+        and same_review_decision(recorded, cleaned)
+    ):
+        return CheckedDecision(cleaned, stamp, replay=True)
+    if state.status != PENDING:
+        raise not_pending(state.pk, state.status_label, state.review)
+    check_stamp(
+        label=f"review #{state.pk}",
+        revision=state.revision,
+        digest=state.digest,
+        status=state.status,
+        shown_revision=stamp[0],
+        shown_digest=stamp[1],
+        interrupt_id=state.pending.interrupt_id,
+        shown_interrupt_id=(
+            str(decision["interrupt_id"])
+            if decision.get("interrupt_id") and state.pending.kind not in DIALECT_KINDS
+            else None  # inbox/interrupt: the id names one of the pauses, checked above
+        ),
+    )
+    return CheckedDecision(dict(cleaned), stamp)
+
+
+@dataclasses.dataclass(frozen=True)
+class InteractionState:
+    """A typed interaction's review (one revision) as it was read (under its lock): what a
+    decision on it is checked against (:func:`check_interaction_decision`)."""
+
+    interaction_id: str
+    kind: str
+    status: str
+    revision: int
+    digest: str
+    interrupt_id: str | None
+    #: Its content (questions, blueprint or plan), and why it cannot be decided as it came.
+    interaction: Mapping[str, Any]
+    problems: Sequence[str] = ()
+
+
+def check_interaction_decision(
+    state: InteractionState,
+    decision: Mapping[str, Any],
+    *,
+    shown: tuple[int, str] | None = None,
+    recorded: Callable[[], Mapping[str, Any] | None] = lambda: None,
+    replaced: Callable[[], bool] = lambda: False,
+) -> CheckedDecision:
+    """Every check a decision on a typed interaction passes before anything is stored (docs/
+    protocol.md §8), in the order their errors are reported; :func:`check_decision`'s
+    counterpart.
+
+    ``shown`` stands in for a stamp the decision does not name; ``recorded`` reads the latest
+    decision the same person recorded on this interaction (``{"decision", "revisions"}``: its
+    value and the revisions it was made on), ``replaced`` whether a later revision replaced this
+    one: each is asked only when its answer matters (they read the database). Raises
+    ``InteractionDecisionError`` (the body does not fit: the field at fault) and
+    ``InteractionConflictError`` (stale: another revision, digest or interrupt)."""
+    if shown is not None and "revision" not in decision and "digest" not in decision:
+        decision = {**decision, "revision": shown[0], "digest": shown[1]}
+    shown_interrupt = decision.get("interrupt_id")
+    body = clean_body({k: v for k, v in decision.items() if k != "interrupt_id"})
+    stamp = (body["revision"], body["digest"])
+    earlier = recorded()
+    if (
+        earlier is not None
+        and earlier.get("decision") == body["decision"]
+        and body["revision"] in earlier.get("revisions", ())
+    ):
+        return CheckedDecision(body, stamp, replay=True)
+    label = f"interaction {state.interaction_id}"
+    if shown_interrupt and str(shown_interrupt) != (state.interrupt_id or ""):
+        raise InteractionConflictError(
+            f"Interaction {state.interaction_id} is paused on another interrupt than the one shown",
+            field="interrupt_id",
+        )
+    if body["revision"] == state.revision and replaced():
+        raise InteractionConflictError(
+            f"Revision {state.revision} of {label} has been replaced", field="revision"
+        )
+    check_stamp(
+        label=label,
+        revision=state.revision,
+        digest=state.digest,
+        status=state.status,
+        shown_revision=body["revision"],
+        shown_digest=body["digest"],
+    )
+    check_content(state.kind, state.interaction, body, problems=state.problems)
+    return CheckedDecision(body, stamp)
 
 
 # -- a typed interaction: its arrival ---------------------------------------------------------------

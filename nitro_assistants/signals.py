@@ -12,7 +12,7 @@ review_requested = Signal()
 
 #: A reviewer decided; the decision is stored and its resume enqueued (not yet applied).
 #: sender: Review. provides args: review (Review), decision (Decision), user (User | None; for a
-#: policy rule's or a deadline's decision, a ``services.policies.PolicyActor`` naming the rule)
+#: policy rule's or a deadline's decision, a ``services.policy_enforcement.PolicyActor`` naming the rule)
 review_decided = Signal()
 
 #: A pending or decided review can no longer be applied: a new customer message replaced it, or the

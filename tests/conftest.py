@@ -39,12 +39,12 @@ def _forget_workers_rules(**kwargs: object) -> None:
     from django.core.cache import caches
     from django.db import transaction
 
-    from nitro_assistants.services import policies
+    from nitro_assistants.services import policy_enforcement
 
-    if policies._stamp_cache() is not None:
+    if policy_enforcement._stamp_cache() is not None:
         return  # a test with a shared cache of its own: the app's receivers do it
     transaction.on_commit(
-        lambda: caches["live"].delete(policies.STAMP_KEY), using=str(kwargs["using"])
+        lambda: caches["live"].delete(policy_enforcement.STAMP_KEY), using=str(kwargs["using"])
     )
 
 
@@ -71,11 +71,11 @@ def fresh_policy_rules() -> None:
     tables are flushed without signals, and a rolled-back test's rules were never committed."""
     from django.core.cache import caches
 
-    from nitro_assistants.services import policies
+    from nitro_assistants.services import policy_enforcement
 
-    policies.forget_rules()
+    policy_enforcement.forget_rules()
     with contextlib.suppress(Exception):  # no Redis: the tests that need it say so themselves
-        caches["live"].delete(policies.STAMP_KEY)
+        caches["live"].delete(policy_enforcement.STAMP_KEY)
 
 
 @pytest.fixture(autouse=True)

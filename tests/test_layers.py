@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 DJANGO_FREE = (
     "nitro_assistants.client",
     "nitro_assistants.rules",
-    "nitro_assistants.policies",
+    "nitro_assistants.policy_rules",
+    "nitro_assistants.policies",  # its former name, an alias
     "nitro_assistants.exceptions",
     # bench/ and host tests start servers with it before (or without) Django is set up.
     "nitro_assistants.testing.launchers",
@@ -68,6 +69,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "rules",
         (
             "nitro_assistants.rules",
+            "nitro_assistants.policy_rules",
             "nitro_assistants.policies",
             "nitro_assistants.operations",
             "nitro_assistants.chain",

@@ -23,17 +23,21 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from nitro_assistants import policies, rules
+from nitro_assistants import policy_rules, rules
 from nitro_assistants.admin.forms import StorableJSONField
 from nitro_assistants.admin.options import refuse_bad_selection
 from nitro_assistants.models import Approval, Decision, Policy, Review, ReviewHandling
-from nitro_assistants.services.policies import approval_count, lapsed_approvals, waiting_for
+from nitro_assistants.services.policy_enforcement import (
+    approval_count,
+    lapsed_approvals,
+    waiting_for,
+)
 
 #: How many of the latest tool-call and reply reviews a dry run looks at (``?last=`` changes it).
 DRY_RUN_DEFAULT, DRY_RUN_MAX = 200, 2000
 
 
-#: How the condition builder names each of ``policies.OPERATORS``.
+#: How the condition builder names each of ``policy_rules.OPERATORS``.
 OPERATOR_LABELS: dict[str, Any] = {
     "eq": gettext_lazy("equals"),
     "ne": gettext_lazy("does not equal"),
@@ -59,7 +63,7 @@ class ConditionsWidget(forms.Textarea):
     def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
         context = super().get_context(name, value, attrs)
         context["operators_json"] = json.dumps(
-            [[op, f"{op}: {OPERATOR_LABELS.get(op, op)}"] for op in policies.OPERATORS]
+            [[op, f"{op}: {OPERATOR_LABELS.get(op, op)}"] for op in policy_rules.OPERATORS]
         )
         return context
 
@@ -106,7 +110,7 @@ class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
         rule.conditions = data.get("conditions") or []
         try:
             rule.compiled()
-        except policies.PolicyError as exc:
+        except policy_rules.PolicyError as exc:
             field = exc.field if exc.field in self.fields else None
             self.add_error(field, str(exc))
         return data
@@ -115,7 +119,7 @@ class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
 _FIELDS = {f.name for f in Policy._meta.get_fields() if getattr(f, "concrete", False)}
 
 
-def would_match(rule: policies.Rule, review: Review) -> bool:
+def would_match(rule: policy_rules.Rule, review: Review) -> bool:
     """Whether ``rule`` alone (whatever comes before it) matches any of ``review``'s calls."""
     assistant = review.thread.assistant_key
     if review.kind == rules.REPLY:
@@ -358,14 +362,16 @@ class GovernanceColumns:
     @admin.display(description=gettext_lazy("approvals"), ordering="-handling__priority")
     def approvals(self, obj: Review) -> str:
         row = self._handling(obj)
-        if row is None or row.action != policies.REVIEW:
+        if row is None or row.action != policy_rules.REVIEW:
             return "—"
         if row.approvals_required <= 1 and row.group_id is None:
             return "—"
         count = getattr(obj, "approvals_counted", None) or 0
         if obj.status != Review.Status.PENDING:
             return f"{count} of {row.approvals_required}"
-        return policies.progress(count, row.approvals_required, row.group.name if row.group else "")
+        return policy_rules.progress(
+            count, row.approvals_required, row.group.name if row.group else ""
+        )
 
     @admin.display(description=gettext_lazy("due"), ordering="handling__due_at")
     def due(self, obj: Review) -> str:

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from nitro_assistants import policies
+from nitro_assistants import policy_rules
 from nitro_assistants.models.reviews import Review
 
 
@@ -28,9 +28,9 @@ class Policy(models.Model):
     rewrites the past."""
 
     class Action(models.TextChoices):
-        REVIEW = policies.REVIEW, _("review by people")
-        AUTO_APPROVE = policies.AUTO_APPROVE, _("approve at once")
-        AUTO_REJECT = policies.AUTO_REJECT, _("reject at once")
+        REVIEW = policy_rules.REVIEW, _("review by people")
+        AUTO_APPROVE = policy_rules.AUTO_APPROVE, _("approve at once")
+        AUTO_REJECT = policy_rules.AUTO_REJECT, _("reject at once")
 
     class Kind(models.TextChoices):
         ANY = "", _("any")
@@ -38,15 +38,15 @@ class Policy(models.Model):
         REPLY = "reply", _("reply")
 
     class OnDeadline(models.TextChoices):
-        NOTHING = policies.NOTHING, _("nothing (flag it overdue)")
-        ESCALATE = policies.ESCALATE, _("escalate")
-        APPROVE = policies.APPROVE, _("approve")
-        REJECT = policies.REJECT, _("reject")
+        NOTHING = policy_rules.NOTHING, _("nothing (flag it overdue)")
+        ESCALATE = policy_rules.ESCALATE, _("escalate")
+        APPROVE = policy_rules.APPROVE, _("approve")
+        REJECT = policy_rules.REJECT, _("reject")
 
     class AfterEscalation(models.TextChoices):
-        NOTHING = policies.NOTHING, _("nothing (flag it overdue)")
-        APPROVE = policies.APPROVE, _("approve")
-        REJECT = policies.REJECT, _("reject")
+        NOTHING = policy_rules.NOTHING, _("nothing (flag it overdue)")
+        APPROVE = policy_rules.APPROVE, _("approve")
+        REJECT = policy_rules.REJECT, _("reject")
 
     name = models.CharField(max_length=100, unique=True)
     position = models.PositiveIntegerField(
@@ -124,9 +124,9 @@ class Policy(models.Model):
                 kwargs["update_fields"] = {*kwargs["update_fields"], "version"}
         super().save(*args, **kwargs)
 
-    def compiled(self) -> policies.Rule:
+    def compiled(self) -> policy_rules.Rule:
         """This row as a :class:`nitro_assistants.policies.Rule`; raises ``PolicyError``."""
-        return policies.clean_rule(
+        return policy_rules.clean_rule(
             id=self.pk or 0,
             position=self.position,
             assistant=self.assistant,
@@ -166,7 +166,7 @@ class ReviewHandling(models.Model):
         Policy, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     rule = models.JSONField(default=dict, help_text=_("The rule's handling, as it was"))
-    action = models.CharField(max_length=16, default=policies.REVIEW)
+    action = models.CharField(max_length=16, default=policy_rules.REVIEW)
     approvals_required = models.PositiveSmallIntegerField(default=1)
     group = models.ForeignKey(
         Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -192,8 +192,8 @@ class ReviewHandling(models.Model):
         return f"handling of review #{self.review_id}"
 
     @property
-    def handling(self) -> policies.Handling:
-        return policies.Handling.from_dict(self.rule or {})
+    def handling(self) -> policy_rules.Handling:
+        return policy_rules.Handling.from_dict(self.rule or {})
 
 
 class Approval(models.Model):

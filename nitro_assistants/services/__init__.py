@@ -13,21 +13,19 @@ the services never import :mod:`nitro_assistants.tasks`."""
 from __future__ import annotations
 
 from nitro_assistants.exceptions import ReviewNotPendingError
-from nitro_assistants.services.deliveries import record_deliveries, sweep_deliveries
-from nitro_assistants.services.lifecycle import supersede_pending_review, transition
-from nitro_assistants.services.plans import execute_plan_step, requeue_stale_steps
-from nitro_assistants.services.recovery import requeue_stale
-from nitro_assistants.services.reviews import (
-    collect_run,
+from nitro_assistants.services.decisions import (
     decidable_by,
     decide,
     dismiss,
-    execute_resume,
-    fail_resume,
     may_decide,
     refusal,
     validate_decision,
 )
+from nitro_assistants.services.deliveries import record_deliveries, sweep_deliveries
+from nitro_assistants.services.lifecycle import supersede_pending_review, transition
+from nitro_assistants.services.plans import execute_plan_step, requeue_stale_steps
+from nitro_assistants.services.recovery import requeue_stale
+from nitro_assistants.services.resumes import collect_run, execute_resume, fail_resume
 from nitro_assistants.services.runs import (
     execute_run,
     fail_run,

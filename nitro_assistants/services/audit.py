@@ -36,13 +36,13 @@ def events_batched() -> Iterator[None]:
     try:
         with writes.queued(db) as queue:
             yield
-            held = queue.take() if queue is not None else []
+            queued_writes = queue.take() if queue is not None else []
     finally:
         _batch.reset(token)
     if pending:
-        append(pending, held)
+        append(pending, queued_writes)
     else:
-        writes.send(db, held)
+        writes.send(db, queued_writes)
 
 
 def batching() -> bool:

@@ -15,8 +15,8 @@ It needs a cache shared by the web processes and the Celery workers (Redis, memc
 :func:`token_cache` finds none in a per-process cache, and the endpoint then asks the database on
 every poll, as it does when the cache cannot be reached.
 
-The same cache holds the policy rules' stamp (:data:`.policies.STAMP_KEY`), which tells each
-process whether the rules it compiled are still current (:func:`.policies.ruleset`).
+The same cache holds the policy rules' stamp (:data:`.policy_enforcement.STAMP_KEY`), which tells each
+process whether the rules it compiled are still current (:func:`.policy_enforcement.ruleset`).
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from nitro_assistants.exceptions import ConfigurationError, UsageError
 from nitro_assistants.models import Assignment, AuditChain, Claim, Event, Review
 from nitro_assistants.services import chain, changes, rows, writes
 from nitro_assistants.services.audit import build_event, record_event
+from nitro_assistants.services.decisions import decidable_by
 from nitro_assistants.services.interactions import username
-from nitro_assistants.services.reviews import decidable_by
 
 logger = logging.getLogger("nitro_assistants")
 
@@ -80,24 +80,29 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
             return Claim.objects.get(review_id=review.pk)
         # The first claim on the review is this insert; a row already there (or another
         # reviewer's insert that wins the race) leaves it to the locked read below.
-        held = _insert_claim(Claim(review=review, user=user, claimed_at=now, expires_at=until))
-        if held is not None:
+        current = _insert_claim(Claim(review=review, user=user, claimed_at=now, expires_at=until))
+        if current is not None:
             record_event(review.thread, "review_claimed", review=review, actor=user)
-            return held
-        held = Claim.objects.select_for_update().get(review_id=review.pk)
-        live = held.active(now)
-        if held.user_id == user.pk:  # a renewal: the screen is still open
+            return current
+        current = Claim.objects.select_for_update().get(review_id=review.pk)
+        live = current.active(now)
+        if current.user_id == user.pk:  # a renewal: the screen is still open
             if not live:
-                held.claimed_at = now  # their earlier claim had lapsed: this is a new one
-            held.expires_at, held.changed_at = until, now
-            held.save(update_fields=["claimed_at", "expires_at", "changed_at"])
+                current.claimed_at = now  # their earlier claim had lapsed: this is a new one
+            current.expires_at, current.changed_at = until, now
+            current.save(update_fields=["claimed_at", "expires_at", "changed_at"])
             changes.changed()
-            return held
+            return current
         if live and not take_over:
-            return held
-        previous = held.user
-        held.user, held.claimed_at, held.expires_at, held.changed_at = user, now, until, now
-        held.save(update_fields=["user", "claimed_at", "expires_at", "changed_at"])
+            return current
+        previous = current.user
+        current.user, current.claimed_at, current.expires_at, current.changed_at = (
+            user,
+            now,
+            until,
+            now,
+        )
+        current.save(update_fields=["user", "claimed_at", "expires_at", "changed_at"])
         if live:
             record_event(
                 review.thread,
@@ -108,7 +113,7 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
             )
         else:
             record_event(review.thread, "review_claimed", review=review, actor=user)
-        return held
+        return current
 
 
 def _renewal_sql(claim: Claim, connection: Any) -> tuple[str, list[Any]]:

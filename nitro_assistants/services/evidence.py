@@ -128,12 +128,12 @@ def _proposed(review: Review) -> dict[str, Any]:
     return {"interaction": review.payload.get("interaction")}
 
 
-def decided_args(held: Any, edited: Any) -> Any:
+def decided_args(held_args: Any, edited: Any) -> Any:
     """The args a call was decided to run with: the held call's, each key an edit names
-    replaced (``{**held, **edited}``, as the client sends it). An edit stored whole merges to
+    replaced (``{**held_args, **edited}``, as the client sends it). An edit stored whole merges to
     itself, so this holds whether edits are stored as given or already merged."""
-    if isinstance(held, dict) and isinstance(edited, dict):
-        return {**held, **edited}
+    if isinstance(held_args, dict) and isinstance(edited, dict):
+        return {**held_args, **edited}
     return edited
 
 
@@ -155,10 +155,10 @@ def _tool_calls_record(
         name = call.get("name")
         choice = decided.get(call_id, {})
         action = choice.get("action")
-        held = call.get("args")
-        want = decided_args(held, choice.get("args")) if action == "edit" else held
+        held_args = call.get("args")
+        want = decided_args(held_args, choice.get("args")) if action == "edit" else held_args
         if action == "edit":
-            edits.append({"id": call_id, "name": name, "args": args_diff(held, want)})
+            edits.append({"id": call_id, "name": name, "args": args_diff(held_args, want)})
         ran_call = calls.get(call_id)
         result = results.get(call_id)
         errored = result is not None and result.get("status") == "error"

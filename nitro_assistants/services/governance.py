@@ -13,19 +13,19 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from nitro_assistants import policies, rules, signals
+from nitro_assistants import policy_rules, rules, signals
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import ThreadResumptionError
 from nitro_assistants.models import Decision, Notification, Review, ReviewHandling
 from nitro_assistants.services import notifications
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
-from nitro_assistants.services.policies import PolicyActor
-from nitro_assistants.services.reviews import decide
+from nitro_assistants.services.decisions import decide
+from nitro_assistants.services.policy_enforcement import PolicyActor
 
 logger = logging.getLogger("nitro_assistants")
 
 
-def _rule_data(handling: policies.Handling) -> dict[str, Any]:
+def _rule_data(handling: policy_rules.Handling) -> dict[str, Any]:
     return {
         "rule": handling.rule_name,
         "rule_id": handling.rule_id,
@@ -33,12 +33,12 @@ def _rule_data(handling: policies.Handling) -> dict[str, Any]:
     }
 
 
-def _decide_as(review: Review, by: str, handling: policies.Handling, verdict: str) -> Decision:
+def _decide_as(review: Review, by: str, handling: policy_rules.Handling, verdict: str) -> Decision:
     """Record ``verdict`` (approve / reject everything) on ``review`` as the rule (lock held)."""
     label = f"policy rule {handling.rule_name!r} v{handling.rule_version}"
     if by == "deadline":
         label = f"the deadline of {label}"
-    if verdict == policies.APPROVE:
+    if verdict == policy_rules.APPROVE:
         body = {
             **rules.approve_everything(review.kind, review.tool_calls),
             "note": f"Approved by {label}",
@@ -82,10 +82,10 @@ def apply_policy(review: Review | int) -> Decision | None:
         except ReviewHandling.DoesNotExist:
             return None
         handling = row.handling
-        if handling.action == policies.AUTO_APPROVE:
-            return _decide_as(locked, "policy", handling, policies.APPROVE)
-        if handling.action == policies.AUTO_REJECT:
-            return _decide_as(locked, "policy", handling, policies.REJECT)
+        if handling.action == policy_rules.AUTO_APPROVE:
+            return _decide_as(locked, "policy", handling, policy_rules.APPROVE)
+        if handling.action == policy_rules.AUTO_REJECT:
+            return _decide_as(locked, "policy", handling, policy_rules.REJECT)
         return None
 
 
@@ -109,7 +109,7 @@ def _apply(review: Review, row: ReviewHandling, now: datetime.datetime) -> str:
         if row.stage == ReviewHandling.Stage.WAITING
         else handling.on_escalation_deadline
     )
-    if action == policies.ESCALATE:
+    if action == policy_rules.ESCALATE:
         row.stage = ReviewHandling.Stage.ESCALATED
         row.group_id = handling.escalate_to_id
         row.priority = row.priority + 1
@@ -134,7 +134,7 @@ def _apply(review: Review, row: ReviewHandling, now: datetime.datetime) -> str:
         )
         return "escalated"
     row.stage = ReviewHandling.Stage.DONE
-    if action in (policies.APPROVE, policies.REJECT):
+    if action in (policy_rules.APPROVE, policy_rules.REJECT):
         row.save(update_fields=["stage"])
         try:
             with transaction.atomic():
@@ -149,7 +149,7 @@ def _apply(review: Review, row: ReviewHandling, now: datetime.datetime) -> str:
             )
             logger.error("The deadline of review %s could not be applied: %s", review.pk, exc)
             return "failed"
-        return "approved" if action == policies.APPROVE else "rejected"
+        return "approved" if action == policy_rules.APPROVE else "rejected"
     record_event(review.thread, "review_overdue", review=review, **_rule_data(handling))
     transaction.on_commit(
         lambda: notifications.notify(Notification.Kind.OVERDUE, review=review), robust=True

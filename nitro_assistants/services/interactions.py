@@ -15,7 +15,7 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from nitro_assistants import rules
-from nitro_assistants.exceptions import InteractionConflictError, InteractionForbiddenError
+from nitro_assistants.exceptions import InteractionForbiddenError
 from nitro_assistants.models import Decision, Review, Run
 from nitro_assistants.operations import get_operation
 from nitro_assistants.services import plans
@@ -76,43 +76,16 @@ def edited_revision(review: Review, edits: dict[str, dict[str, Any]], user: Any)
     return edited
 
 
-def check_interaction_stamp(review: Review, cleaned: Mapping[str, Any]) -> None:
-    """The body must name exactly the pending revision and its digest (409 material)."""
-    newer = Review.objects.filter(
-        thread_id=review.thread_id,
-        interaction_id=review.interaction_id,
-        revision__gt=review.revision,
-    ).exists()
-    if newer and cleaned["revision"] == review.revision:
-        raise InteractionConflictError(
-            f"Revision {review.revision} of interaction {review.interaction_id} has been replaced",
-            field="revision",
-        )
-    rules.check_stamp(
-        label=f"interaction {review.interaction_id}",
-        revision=review.revision,
-        digest=review.digest,
-        status=review.status,
-        shown_revision=cleaned["revision"],
-        shown_digest=cleaned["digest"],
-    )
-
-
 def decide_interaction(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
-    """Record ``cleaned`` (a body :func:`nitro_assistants.rules.clean_body` cleaned), a decision
-    on the interaction ``review``, and enqueue its delivery.
+    """Record ``cleaned``, a decision on the interaction ``review`` that
+    :func:`nitro_assistants.rules.check_interaction_decision` let through (the revision and
+    digest shown, the body against the content), and enqueue its delivery.
 
     Called by :func:`nitro_assistants.services.decide` with the review locked. Raises
-    :class:`InteractionConflictError` (stale revision or digest),
-    :class:`InteractionDecisionError` (the body does not fit) or
     :class:`InteractionForbiddenError` (missing permissions to approve a plan); nothing is
     stored then.
     """
-    check_interaction_stamp(review, cleaned)
     interaction = review.payload.get("interaction") or {}
-    rules.check_content(
-        review.kind, interaction, cleaned, problems=review.payload.get("problems") or []
-    )
     if cleaned["decision"] == "approve":
         steps = rules.enabled_steps(interaction.get("plan"), cleaned["disabledSteps"])
         if not getattr(user, "is_authenticated", False):

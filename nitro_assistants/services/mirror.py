@@ -16,7 +16,7 @@ from nitro_assistants.services import rows, writes
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.lifecycle import supersede, transition
-from nitro_assistants.services.policies import review_mirrored, ruleset
+from nitro_assistants.services.policy_enforcement import review_mirrored, ruleset
 
 #: A thread's row locked (compiled once, :mod:`.rows`), as a new message and a sync lock it.
 _LOCKED_THREAD = rows.Read(lambda: Thread.objects.select_for_update(no_key=True))
@@ -117,19 +117,19 @@ def _operation_exists(name: str) -> bool:
 
 def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | None:
     """Make the local pending review match the server's pause ``pending`` (None: no pause)."""
-    # One query: the open reviews, newest first. A review already decided but not yet applied
-    # still shows on the server: it is the same one. So is an interaction decided (answered,
-    # accepted, ...) whose decision is not applied yet.
-    open_reviews = _open_reviews(thread)
+    # One query: the reviews whose pause the server may still show, newest first
+    # (rules.is_unapplied): a review already decided but not yet applied is the same one, and
+    # so is an interaction decided (answered, accepted, ...) whose decision is not applied yet.
+    unapplied = _unapplied_reviews(thread)
     # At most one is pending (nitro_assistants_one_pending_review).
-    current = next((r for r in open_reviews if r.status == Review.Status.PENDING), None)
+    current = next((r for r in unapplied if r.status == Review.Status.PENDING), None)
     if pending is None:
         if current is not None:
             supersede(current, reason="vanished")
         return None
     fields = _review_fields(thread, pending)
     ids = set(fields["interrupt_ids"])
-    for known in open_reviews:
+    for known in unapplied:
         if set(known.interrupt_ids) == ids:
             return _stuck(known, run, fields)
     if fields["payload"].get("error") and fields["kind"] in rules.DIALECT_KINDS:
@@ -157,9 +157,10 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
     return review
 
 
-def _open_reviews(thread: Thread) -> list[Review]:
-    """The thread's reviews pending or decided, or whose decision is not applied yet, newest
-    first (a decision is one per review: no duplicates).
+def _unapplied_reviews(thread: Thread) -> list[Review]:
+    """The thread's reviews whose pause the server may still show (:func:`rules.is_unapplied
+    <nitro_assistants.rules.is_unapplied>`): pending or decided, or whose decision is not
+    applied yet; newest first (a decision is one per review: no duplicates).
 
     Read after the thread's row lock, which the caller holds (``select_for_update``, taken in
     a statement before this one): under READ COMMITTED each statement sees what was committed
@@ -167,13 +168,10 @@ def _open_reviews(thread: Thread) -> list[Review]:
     message, a sync's or another run's mirror), whatever that holder wrote."""
     return list(
         thread.reviews.filter(
-            Q(status__in=_OPEN_STATUSES) | Q(decision__outcome=Decision.Outcome.PENDING)
+            Q(status__in=sorted(rules.UNAPPLIED_STATUSES))
+            | Q(decision__outcome=Decision.Outcome.PENDING)
         ).order_by("-pk")
     )
-
-
-#: What makes a review open: its status, or its decision's outcome.
-_OPEN_STATUSES = (Review.Status.PENDING, Review.Status.DECIDED)
 
 
 def _carry_claim(old: Review, new: Review) -> None:

@@ -39,7 +39,7 @@ from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.models import Decision, Notification, Review, ReviewHandling, Thread
 from nitro_assistants.services.enqueue import send
 from nitro_assistants.services.notifiers import Item, Message, Notifier, load
-from nitro_assistants.services.policies import waiting_for
+from nitro_assistants.services.policy_enforcement import waiting_for
 
 logger = logging.getLogger("nitro_assistants")
 SALT = "nitro_assistants.review_link"

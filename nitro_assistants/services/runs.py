@@ -334,7 +334,7 @@ def _start_in_background(run: Run, assistant: Any) -> Run:
 
 def collect_turn(run: Run | uuid.UUID | str, *, wait: bool = True) -> Run:
     """Read the outcome of a created remote run (a turn, not a resume: see
-    :func:`nitro_assistants.services.reviews.collect_run`) and mirror it. With ``wait=False`` a
+    :func:`nitro_assistants.services.resumes.collect_run`) and mirror it. With ``wait=False`` a
     run still going on the server is left alone (the caller polls again later)."""
     pk = run.pk if isinstance(run, Run) else run
     run = Run.objects.select_related("thread").get(pk=pk)

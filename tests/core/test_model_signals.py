@@ -21,7 +21,7 @@ from django.db.models.signals import post_save, pre_save
 from nitro_assistants import services
 from nitro_assistants.models import Claim, Decision, Event, Policy, Review
 from nitro_assistants.services import chain, claims
-from nitro_assistants.services.policies import ruleset
+from nitro_assistants.services.policy_enforcement import ruleset
 from nitro_assistants.testing import FakeAssistant, run_result
 from tests.core.conftest import tool_review
 from tests.factories import ReviewFactory

@@ -21,7 +21,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from nitro_assistants.models import Decision, Review, ReviewHandling, Run, Thread
-from nitro_assistants.services import reviews, rows, runs
+from nitro_assistants.services import decisions, resumes, rows, runs
 from tests.factories import DecisionFactory, ReviewFactory, RunFactory, ThreadFactory
 
 pytestmark = pytest.mark.django_db
@@ -55,7 +55,7 @@ def snapshot(obj: models.Model | None, seen: frozenset[int] = frozenset()) -> An
         return ("seen", type(obj).__name__, obj.pk)
     seen = seen | {id(obj)}
     # The id a decision would have is taken from the sequence by each read: never the same.
-    values = {k: v for k, v in vars(obj).items() if k not in ("_state", reviews.DECISION_ID)}
+    values = {k: v for k, v in vars(obj).items() if k not in ("_state", decisions.DECISION_ID)}
     cached = {k: snapshot(v, seen) for k, v in sorted(obj._state.fields_cache.items())}
     return (type(obj), obj._state.db, obj._state.adding, values, cached)
 
@@ -126,7 +126,7 @@ def test_a_locked_decision_with_its_run_review_and_thread(with_run: bool) -> Non
         tool_calls=[{"id": "call_1", "action": "approve"}],
         answer={"answers": {"a": 1}},
     )
-    got = same_read(lambda: _resuming(record.pk), lambda: reviews._RESUMING.get(record.pk))
+    got = same_read(lambda: _resuming(record.pk), lambda: resumes._RESUMING.get(record.pk))
     assert got.review.payload == review.payload
     assert got.review.thread.context == {"tz": "Europe/Paris", "n": 1.5}
     assert got.answer == {"answers": {"a": 1}}
@@ -139,7 +139,7 @@ def test_a_locked_decision_with_its_run_review_and_thread(with_run: bool) -> Non
 
 
 def _deciding_orm(pk: Any, user: Any) -> Review:
-    queryset = reviews._deciding_reviews()  # with the decision's id on PostgreSQL
+    queryset = decisions._deciding_reviews()  # with the decision's id on PostgreSQL
     if getattr(user, "pk", None):
         member = User.groups.through.objects.filter(
             user_id=user.pk, group_id=OuterRef("handling__group_id")
@@ -161,11 +161,11 @@ def test_a_review_being_decided_with_its_decision_handling_and_membership(member
     DecisionFactory(review=review)
     got = same_read(
         lambda: _deciding_orm(review.pk, user),
-        lambda: reviews._locked_for_decision(review.pk, user),
+        lambda: decisions._locked_for_decision(review.pk, user),
     )
     assert got.reviewer_in_group is member
     if connection.vendor == "postgresql":  # the id its decision would be inserted with
-        assert isinstance(getattr(got, reviews.DECISION_ID), int)
+        assert isinstance(getattr(got, decisions.DECISION_ID), int)
     with CaptureQueriesContext(connection) as more:
         assert got.handling.rule == {"id": 3, "group": "Staff"}
         assert got.decision.review is got
@@ -181,7 +181,7 @@ def test_a_review_without_a_decision_or_a_handling(who: str) -> None:
     review = ReviewFactory(thread=a_thread())
     got = same_read(
         lambda: _deciding_orm(review.pk, user),
-        lambda: reviews._locked_for_decision(review.pk, user),
+        lambda: decisions._locked_for_decision(review.pk, user),
     )
     assert getattr(got, "reviewer_in_group", None) is (False if who == "user" else None)
     with CaptureQueriesContext(connection) as more:
@@ -199,11 +199,11 @@ def test_a_missing_row_raises_does_not_exist_as_get_does() -> None:
         with pytest.raises(Run.DoesNotExist, match=r"^Run matching query does not exist\.$"):
             runs._LOCKED_RUN.get(uuid.uuid4())
         with pytest.raises(Decision.DoesNotExist, match=r"^Decision matching query does not exist"):
-            reviews._RESUMING.get(987654)
+            resumes._RESUMING.get(987654)
         with pytest.raises(Review.DoesNotExist, match=r"^Review matching query does not exist"):
-            reviews._locked_for_decision(987654, user)
+            decisions._locked_for_decision(987654, user)
         with pytest.raises(ValueError, match="expected a number"):
-            reviews._RESUMING.get("not a pk")
+            resumes._RESUMING.get("not a pk")
 
 
 @pytest.mark.postgresql("FOR UPDATE OF: SQLite has no row locks")
@@ -212,8 +212,8 @@ def test_the_statements_lock_only_their_own_table() -> None:
     record = DecisionFactory(review=ReviewFactory(), run=RunFactory())
     with transaction.atomic(), CaptureQueriesContext(connection) as sql:
         runs._LOCKED_RUN.get(record.run_id)
-        reviews._RESUMING.get(record.pk)
-        reviews._locked_for_decision(record.review_id, user)
+        resumes._RESUMING.get(record.pk)
+        decisions._locked_for_decision(record.review_id, user)
     # With the strength the queryset asks for: a run's and a review's rows are referenced by
     # others' inserts (FOR NO KEY UPDATE lets their foreign-key checks through).
     tails = [q["sql"].rsplit(" FOR ", 1)[1] for q in sql.captured_queries]

@@ -22,8 +22,8 @@ from django.test.utils import CaptureQueriesContext
 from nitro_assistants import services
 from nitro_assistants.models import Claim, Decision, Event, Policy, Review, Run
 from nitro_assistants.services import chain, claims
-from nitro_assistants.services.policies import ruleset
-from nitro_assistants.services.reviews import DECIDE_PERMISSION
+from nitro_assistants.services.decisions import DECIDE_PERMISSION
+from nitro_assistants.services.policy_enforcement import ruleset
 from nitro_assistants.testing import FakeAssistant, run_result
 from tests.core.conftest import tool_review
 

@@ -438,7 +438,7 @@ def test_the_rule_field_table_names_every_field_of_a_rule() -> None:
 
 
 def test_the_rule_argument_of_the_governance_signals_lists_its_keys() -> None:
-    from nitro_assistants.policies import Handling
+    from nitro_assistants.policy_rules import Handling
 
     keys = {f.name for f in dataclasses.fields(Handling)}
     assert {"rule_name", "rule_id", "rule_version"} <= keys

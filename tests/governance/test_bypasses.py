@@ -20,7 +20,7 @@ from nitro_assistants.exceptions import (
 )
 from nitro_assistants.models import ApiKey, Approval, Decision, Policy, Review, ReviewHandling
 from nitro_assistants.services import decidable_by, governance
-from nitro_assistants.services.policies import lapsed_approvals, waiting_for
+from nitro_assistants.services.policy_enforcement import lapsed_approvals, waiting_for
 from tests.governance.conftest import approve, mirrored, reviewer
 
 pytestmark = pytest.mark.django_db

@@ -15,10 +15,10 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nitro_assistants import policies, rules, services
+from nitro_assistants import policy_rules, rules, services
 from nitro_assistants.exceptions import InteractionDecisionError, PolicyForbiddenError
 from nitro_assistants.models import Approval, Decision, Policy, ReviewHandling
-from nitro_assistants.services import policies as policy_service
+from nitro_assistants.services import policy_enforcement
 from tests.governance.conftest import mirrored, reviewer
 
 GROUPS = {1: "Finance", 2: "Managers"}
@@ -40,7 +40,7 @@ def conditions(draw: Any) -> dict[str, Any]:
 
 @st.composite
 def rule_fields(draw: Any, index: int) -> dict[str, Any]:
-    action = draw(st.sampled_from(policies.ACTIONS))
+    action = draw(st.sampled_from(policy_rules.ACTIONS))
     group_id = draw(st.sampled_from([None, 1, 2]))
     return {
         "id": index + 1,
@@ -51,7 +51,7 @@ def rule_fields(draw: Any, index: int) -> dict[str, Any]:
         "approvals": draw(st.integers(1, 3)),
         "group": GROUPS.get(group_id, "") if group_id else "",
         "group_id": group_id,
-        "reason": "no" if action == policies.AUTO_REJECT else "",
+        "reason": "no" if action == policy_rules.AUTO_REJECT else "",
         "name": f"rule {index + 1}",
     }
 
@@ -62,16 +62,16 @@ def rule_sets(draw: Any) -> list[dict[str, Any]]:
     return [draw(rule_fields(i)) for i in range(count)]
 
 
-def compiled(fields: list[dict[str, Any]]) -> policies.RuleSet:
-    return policies.RuleSet(policies.clean_rule(**f) for f in fields)
+def compiled(fields: list[dict[str, Any]]) -> policy_rules.RuleSet:
+    return policy_rules.RuleSet(policy_rules.clean_rule(**f) for f in fields)
 
 
-def handling_of(rule_set: policies.RuleSet, args: dict[str, Any]) -> policies.Handling:
+def handling_of(rule_set: policy_rules.RuleSet, args: dict[str, Any]) -> policy_rules.Handling:
     call = {"id": "call_0", "name": "refund_customer", "args": args}
     return rule_set.handling("walkthrough", "tool_calls", [call])
 
 
-def may(handling: policies.Handling, groups: set[int]) -> bool:
+def may(handling: policy_rules.Handling, groups: set[int]) -> bool:
     """Whether a person in ``groups`` may decide under ``handling`` (not a superuser)."""
     return handling.group_id is None or handling.group_id in groups
 
@@ -91,18 +91,18 @@ def test_an_edit_never_loosens_the_handling_nor_widens_who_decides(
     current = handling_of(rule_set, held)
     fresh = handling_of(rule_set, merged)
     try:
-        after = policies.after_edit(current, fresh)
-    except policies.EditConflictError:
+        after = policy_rules.after_edit(current, fresh)
+    except policy_rules.EditConflictError:
         assert current.group_id is not None and fresh.group_id is not None
         assert current.group_id != fresh.group_id
         return
     assert after.strictness >= fresh.strictness
     assert after.strictness >= current.strictness
-    if after.action == policies.REVIEW:
+    if after.action == policy_rules.REVIEW:
         for groups in ({1}, {2}, {1, 2}, set()):
             if may(after, groups):
-                assert may(current, groups) or current.action != policies.REVIEW
-                assert may(fresh, groups) or fresh.action != policies.REVIEW
+                assert may(current, groups) or current.action != policy_rules.REVIEW
+                assert may(fresh, groups) or fresh.action != policy_rules.REVIEW
 
 
 @settings(derandomize=True, max_examples=400, deadline=None)
@@ -142,7 +142,7 @@ def test_decide_records_a_persons_decision_only_where_the_merged_call_lets_them(
     member_of: set[int],
 ) -> None:
     with transaction.atomic():
-        policy_service.forget_rules()
+        policy_enforcement.forget_rules()
         for f in fields:
             Policy.objects.create(
                 name=f["name"],
@@ -150,7 +150,7 @@ def test_decide_records_a_persons_decision_only_where_the_merged_call_lets_them(
                 tool=f["tool"],
                 conditions=f["conditions"],
                 action=f["action"],
-                approvals=f["approvals"] if f["action"] == policies.REVIEW else 1,
+                approvals=f["approvals"] if f["action"] == policy_rules.REVIEW else 1,
                 group=groups[f["group_id"]] if f["group_id"] else None,
                 reason=f["reason"],
             )
@@ -158,9 +158,9 @@ def test_decide_records_a_persons_decision_only_where_the_merged_call_lets_them(
         person = reviewer("person", *(groups[g] for g in member_of))
         held = review.tool_calls[0]["args"]
         merged = {**held, **edit}
-        rule_set = policy_service.ruleset()
+        rule_set = policy_enforcement.ruleset()
         from_scratch = handling_of(rule_set, merged)
-        before = policy_service.current_handling(
+        before = policy_enforcement.current_handling(
             ReviewHandling.objects.filter(review=review).first()
         )
         action = "edit" if edit else "approve"
@@ -177,8 +177,8 @@ def test_decide_records_a_persons_decision_only_where_the_merged_call_lets_them(
             # Decided by this person alone: the merged call's rules and the handling it had
             # both let them, with one approval.
             for handling in (from_scratch, before):
-                assert handling.action != policies.AUTO_REJECT
-                if handling.action == policies.REVIEW:
+                assert handling.action != policy_rules.AUTO_REJECT
+                if handling.action == policy_rules.REVIEW:
                     assert handling.approvals <= 1
                     assert may(handling, member_of)
             assert outcome.tool_calls is not None

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from nitro_assistants import policies
-from nitro_assistants.policies import PolicyError, RuleSet, clean_condition, clean_rule
+from nitro_assistants import policy_rules
+from nitro_assistants.policy_rules import PolicyError, RuleSet, clean_condition, clean_rule
 
 
 def holds(path: str, op: str, value: Any, args: Any) -> bool:
@@ -24,7 +24,7 @@ def holds(path: str, op: str, value: Any, args: Any) -> bool:
     ],
 )
 def test_paths(path: str, parts: tuple[Any, ...]) -> None:
-    assert policies.parse_path(path) == parts
+    assert policy_rules.parse_path(path) == parts
 
 
 @pytest.mark.parametrize("path", ["", "  ", "$", "a..b", "a.", "a[x]", "a]b", 3])
@@ -59,7 +59,7 @@ def test_operators(op: str, value: Any, args: Any, expected: bool) -> None:
     assert holds("amount", op, value, args) is expected
 
 
-@pytest.mark.parametrize("op", policies.OPERATORS)
+@pytest.mark.parametrize("op", policy_rules.OPERATORS)
 def test_a_missing_argument_never_matches(op: str) -> None:
     value: Any = [1] if op == "in" else ("x" if op == "matches" else 1)
     assert holds("amount", op, value, {"other": 1}) is False
@@ -83,7 +83,7 @@ def test_bad_conditions_are_refused(raw: Any, message: str) -> None:
         clean_condition(raw)
 
 
-def rule(id: int, **fields: Any) -> policies.Rule:
+def rule(id: int, **fields: Any) -> policy_rules.Rule:
     return clean_rule(id=id, position=id, name=f"rule {id}", **fields)
 
 
@@ -129,7 +129,7 @@ def test_a_review_of_several_calls_gets_the_strictest_handling() -> None:
     assert REFUNDS.handling("a", "tool_calls", calls(30, 5000)).action == "auto_reject"
     # one call no rule matches: a person reviews the whole
     mixed = [*calls(30), {"id": "x", "name": "cancel", "args": {}}]
-    assert REFUNDS.handling("a", "tool_calls", mixed) == policies.DEFAULT
+    assert REFUNDS.handling("a", "tool_calls", mixed) == policy_rules.DEFAULT
 
 
 def test_assistant_kind_and_reply_text() -> None:
@@ -154,9 +154,9 @@ def test_an_edit_never_loosens() -> None:
     review = REFUNDS.handling("a", "tool_calls", calls(300))
     approve = REFUNDS.handling("a", "tool_calls", calls(30))
     reject = REFUNDS.handling("a", "tool_calls", calls(5000))
-    assert policies.after_edit(review, approve) is review
-    assert policies.after_edit(approve, review) is review
-    assert policies.after_edit(review, reject) is reject
+    assert policy_rules.after_edit(review, approve) is review
+    assert policy_rules.after_edit(approve, review) is review
+    assert policy_rules.after_edit(review, reject) is reject
 
 
 @pytest.mark.parametrize(
@@ -182,5 +182,21 @@ def test_bad_rules_name_the_field(fields: dict[str, Any], field: str) -> None:
 
 
 def test_progress_text() -> None:
-    assert policies.progress(1, 2, "Finance") == "1 of 2 approvals · waiting for someone in Finance"
-    assert policies.progress(2, 2, "Finance") == "2 of 2 approvals"
+    assert (
+        policy_rules.progress(1, 2, "Finance")
+        == "1 of 2 approvals · waiting for someone in Finance"
+    )
+    assert policy_rules.progress(2, 2, "Finance") == "2 of 2 approvals"
+
+
+def test_the_former_module_names_are_the_renamed_modules() -> None:
+    """Code and docs written before the rename import ``nitro_assistants.policies`` and call
+    ``nitro_assistants.services.policies.rules_changed()``: they get the renamed modules
+    themselves, so a name read or patched through either is the same."""
+    from nitro_assistants import policies
+    from nitro_assistants.services import policies as former_service
+    from nitro_assistants.services import policy_enforcement
+
+    assert policies is policy_rules
+    assert former_service is policy_enforcement
+    assert former_service.rules_changed is policy_enforcement.rules_changed

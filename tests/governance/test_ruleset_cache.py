@@ -25,7 +25,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from nitro_assistants.models import Policy, Review, ReviewHandling
-from nitro_assistants.services import policies
+from nitro_assistants.services import policy_enforcement
 from nitro_assistants.testing.launchers import free_port
 from tests.governance.conftest import mirrored
 from tests.governance.test_admin import rule_form
@@ -76,7 +76,7 @@ def handled(review: Review) -> tuple[str, int, str] | None:
 
 
 def stamp() -> Any:
-    return caches["live"].get(policies.STAMP_KEY)
+    return caches["live"].get(policy_enforcement.STAMP_KEY)
 
 
 def test_the_second_mirrored_review_reads_no_rule(shared: None, large: Policy) -> None:
@@ -132,13 +132,13 @@ def test_a_change_through_the_orm_is_applied_to_the_next_review_in_every_process
     then: Any,
 ) -> None:
     assert handled(mirrored(300)) == ("large refunds", 2, "Finance")
-    before = policies._compiled  # what another process compiled, and holds
+    before = policy_enforcement._compiled  # what another process compiled, and holds
     assert before.token == stamp() is not None
     with transaction.atomic():
         change(large, finance)
         assert stamp() == before.token  # not before the commit
     assert stamp() is None  # after it
-    monkeypatch.setattr(policies, "_compiled", before)
+    monkeypatch.setattr(policy_enforcement, "_compiled", before)
     with rule_reads() as read:
         assert handled(mirrored(300)) == then
     assert len(read) == 1
@@ -159,7 +159,7 @@ def test_changes_in_the_admin_are_applied_to_the_next_review_in_every_process(
         ("delete", {}, None),
     ]
     for step, fields, then in steps:
-        before = policies._compiled
+        before = policy_enforcement._compiled
         assert before.token == stamp() is not None
         if step == "add":
             response = editor.post(reverse("admin:nitro_assistants_policy_add"), rule_form())
@@ -172,7 +172,7 @@ def test_changes_in_the_admin_are_applied_to_the_next_review_in_every_process(
             response = editor.post(url, body)
         assert response.status_code == 302, (step, response.content.decode()[:2000])
         assert stamp() is None, step
-        monkeypatch.setattr(policies, "_compiled", before)
+        monkeypatch.setattr(policy_enforcement, "_compiled", before)
         assert handled(mirrored(300)) == then, step
 
 
@@ -180,14 +180,14 @@ def test_rules_deleted_by_the_admins_bulk_action_are_no_longer_applied(
     shared: None, editor: Client, large: Policy
 ) -> None:
     assert handled(mirrored(300)) == ("large refunds", 2, "Finance")
-    before = policies._compiled
+    before = policy_enforcement._compiled
     response = editor.post(
         reverse("admin:nitro_assistants_policy_changelist"),
         {"action": "delete_selected", "_selected_action": [large.pk], "post": "yes"},
     )
     assert response.status_code == 302 and not Policy.objects.exists()
     assert stamp() is None
-    policies._keep(before)
+    policy_enforcement._keep(before)
     assert handled(mirrored(300)) is None
 
 
@@ -233,7 +233,7 @@ def test_a_write_without_signals_is_seen_once_the_stamp_expires_or_is_forgotten(
     Policy.objects.filter(pk=large.pk).update(approvals=4)
     with transaction.atomic():
         Policy.objects.filter(pk=large.pk).update(approvals=5)
-        policies.rules_changed()
+        policy_enforcement.rules_changed()
     assert handled(mirrored(300)) == ("large refunds", 5, "Finance")
 
 

@@ -20,7 +20,7 @@ from nitro_assistants.exceptions import (
 )
 from nitro_assistants.models import Approval, Decision, Event, Policy, Review, ReviewHandling
 from nitro_assistants.services import governance
-from nitro_assistants.services.policies import waiting_for
+from nitro_assistants.services.policy_enforcement import waiting_for
 from tests.governance.conftest import approve, mirrored, reviewer
 
 pytestmark = pytest.mark.django_db
@@ -261,7 +261,7 @@ def test_an_edit_restarts_the_count_and_never_loosens(
     assert review.status == "pending"
     assert ReviewHandling.objects.get(review=review).approvals_required == 2
     assert waiting_for(review) == "1 of 2 approvals · waiting for someone in Finance"
-    assert [a.user.username for a in services.policies.approved_by(review)] == ["bob"]
+    assert [a.user.username for a in services.policy_enforcement.approved_by(review)] == ["bob"]
     decision = services.decide(review, alice, approve(review), via="admin")
     assert isinstance(decision, Decision)
     assert decision.tool_calls[0]["args"] == {"order_id": 7, "amount": 30}
