@@ -98,7 +98,9 @@ def check_interaction_stamp(review: Review, cleaned: Mapping[str, Any]) -> None:
     )
 
 
-def decide_interaction(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
+def decide_interaction(
+    review: Review, user: Any, cleaned: Mapping[str, Any], *, channel: str = ""
+) -> Decision:
     """Record ``cleaned`` (a body :func:`nitro_assistants.rules.clean_body` cleaned), a decision
     on the interaction ``review``, and enqueue its delivery.
 
@@ -106,7 +108,7 @@ def decide_interaction(review: Review, user: Any, cleaned: Mapping[str, Any]) ->
     :class:`InteractionConflictError` (stale revision or digest),
     :class:`InteractionDecisionError` (the body does not fit) or
     :class:`InteractionForbiddenError` (missing permissions to approve a plan); nothing is
-    stored then.
+    stored then. ``channel`` is recorded on the decision and its audit event.
     """
     check_interaction_stamp(review, cleaned)
     interaction = review.payload.get("interaction") or {}
@@ -141,6 +143,7 @@ def decide_interaction(review: Review, user: Any, cleaned: Mapping[str, Any]) ->
         interrupt_id=review.interrupt_id or "",
         answer=value,
         note=cleaned["note"],
+        channel=channel,
         decided_at=timezone.now(),
         run=run,
     )
@@ -153,6 +156,7 @@ def decide_interaction(review: Review, user: Any, cleaned: Mapping[str, Any]) ->
         actions=record.actions,
         note=record.note,
         decision=value,
+        channel=channel,
         signal_kwargs={"decision": record, "user": user},
     )
     if review.status == rules.EXECUTING:

@@ -61,9 +61,22 @@ from nitro_assistants.services.runs import (
     webhook_url,
 )
 
-#: Who is deciding: through the admin, through the JSON API, or code of the host project (the
-#: shell, a policy), which brings its own authority.
-Channel = Literal["admin", "api"] | None
+#: Who is deciding: through the admin, through the JSON API, from a Slack card, by replying to a
+#: notification e-mail, or code of the host project (the shell, a policy), which brings its own
+#: authority. Slack and e-mail speak for a person as the admin does (the same permission and
+#: group), after their own proof of who it is (services/slack.py, services/inbound_mail.py).
+Channel = Literal["admin", "api", "slack", "email"] | None
+#: The channels where a staff person decides with the ``decide_review`` permission, as in the admin.
+STAFF_CHANNELS = ("admin", "slack", "email")
+
+
+def channel_of(actor: Any, via: Channel) -> str:
+    """What a decision records as its channel (``Decision.channel`` and its audit event): a
+    policy rule's or a deadline's own (``actor.by``), else ``via``; empty for the host's code."""
+    by = getattr(actor, "by", None)
+    if isinstance(by, str) and by in Decision.Channel.values:
+        return by
+    return via or ""
 DECIDE_PERMISSION = policies.DECIDE_PERMISSION
 
 
@@ -146,7 +159,7 @@ def may_decide(user: Any, review: Review, via: Channel) -> bool:
         return False
     opener = review.thread.opened_by_id is not None and review.thread.opened_by_id == user.pk
     if review.kind in rules.INTERACTION_KINDS:
-        return opener or (via == "admin" and user.has_perm(DECIDE_PERMISSION))
+        return opener or (via in STAFF_CHANNELS and user.has_perm(DECIDE_PERMISSION))
     return bool(user.has_perm(DECIDE_PERMISSION)) and policies.group_allows(user, review)
 
 
@@ -163,7 +176,7 @@ def decidable_by(user: Any, via: Channel) -> Q:
     reviews = ~Q(kind__in=rules.INTERACTION_KINDS)
     if not user.is_superuser:  # the policy rule's group, as policies.group_allows asks
         reviews &= Q(handling__group__isnull=True) | Q(handling__group__in=user.groups.values("pk"))
-    if via == "admin":
+    if via in STAFF_CHANNELS:
         return Q(kind__in=rules.INTERACTION_KINDS) | reviews
     return opened | reviews
 
@@ -287,7 +300,7 @@ def decide(
                     "one shown",
                     field="interrupt_id",
                 )
-            return decide_interaction(locked, user, body)
+            return decide_interaction(locked, user, body, channel=channel_of(user, via))
         checked = _checked(locked, user, decision, shown)
         if isinstance(checked, Decision):
             return checked
@@ -295,7 +308,8 @@ def decide(
         if passed.approval is not None:
             return passed.approval
         assert passed.decision is not None
-        return _record(locked, passed.actor or user, passed.decision)
+        actor = passed.actor or user
+        return _record(locked, actor, passed.decision, channel_of(actor, via))
 
 
 def _checked(
@@ -444,7 +458,7 @@ def _not_pending(review: Review) -> ReviewNotPendingError:
     )
 
 
-def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
+def _record(review: Review, user: Any, cleaned: Mapping[str, Any], channel: str) -> Decision:
     real_user = user if getattr(user, "pk", None) else None
     answers = cleaned.get("answers")
     # Its pk is made here. On PostgreSQL the decision (its id read with the review's lock), the
@@ -470,6 +484,7 @@ def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
         tool_calls=cleaned.get("tool_calls"),
         answer={"answers": answers} if answers is not None else None,
         note=str(cleaned.get("note") or ""),
+        channel=channel,
         decided_at=timezone.now(),
         run=run,
     )
@@ -485,6 +500,7 @@ def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
         run=run,
         actions=record.actions,
         note=record.note,
+        channel=channel,
         signal_kwargs={"decision": record, "user": user},
     )
     enqueue("nitro_assistants.resume_thread", record.pk)
