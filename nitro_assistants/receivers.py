@@ -19,6 +19,11 @@ from nitro_assistants.models import Policy
 from nitro_assistants.services import notifications, policies
 from nitro_assistants.services.claims import assign_by_rule
 
+try:  # the optional extra [slack]
+    from nitro_assistants.services import slack
+except ImportError:  # pragma: no cover - the extra is installed wherever the tests run
+    slack = None  # type: ignore[assignment]
+
 logger = logging.getLogger("nitro_assistants")
 
 
@@ -64,6 +69,12 @@ def notify_delivery_failed(sender: Any, delivery: Any, thread: Any, **kwargs: An
     notifications.delivery_failed(thread)
 
 
+def update_slack_cards(sender: Any, review: Any, **kwargs: Any) -> None:
+    """A review ended (decided, superseded, dismissed): its Slack cards say so."""
+    if slack is not None and app_settings.SLACK_ENABLED:
+        slack.review_ended(review)
+
+
 def policy_rules_written(sender: Any, using: str, **kwargs: Any) -> None:
     """A rule saved or deleted, or a group saved (a rule compiles its group's name in): the
     rules are compiled again everywhere once the transaction commits."""
@@ -98,4 +109,10 @@ def connect() -> None:
     )
     signals.delivery_failed.connect(
         notify_delivery_failed, dispatch_uid="nitro_assistants.notify_delivery_failed"
+    )
+    signals.review_decided.connect(
+        update_slack_cards, dispatch_uid="nitro_assistants.update_slack_cards_decided"
+    )
+    signals.review_superseded.connect(
+        update_slack_cards, dispatch_uid="nitro_assistants.update_slack_cards_superseded"
     )

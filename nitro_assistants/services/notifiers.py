@@ -40,6 +40,8 @@ class Item:
     title: str
     text: str
     url: str
+    #: The review it is about (None: a thread's or the app's news), for channels that show it.
+    review: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +112,10 @@ class WebhookNotifier(Notifier):
             return {
                 "channel": message.channel,
                 "subject": message.subject,
-                "items": [dataclasses.asdict(item) for item in message.items],
+                "items": [
+                    {"kind": item.kind, "title": item.title, "text": item.text, "url": item.url}
+                    for item in message.items
+                ],
             }
         lines = [f"• <{item.url}|{item.title}>: {item.text}" for item in message.items]
         return {

@@ -77,6 +77,8 @@ def channel_of(actor: Any, via: Channel) -> str:
     if isinstance(by, str) and by in Decision.Channel.values:
         return by
     return via or ""
+
+
 DECIDE_PERMISSION = policies.DECIDE_PERMISSION
 
 
