@@ -76,7 +76,9 @@ class SlackServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def fail(self, method: str, status: int, *, times: int = 1, retry_after: float | None = None):
+    def fail(
+        self, method: str, status: int, *, times: int = 1, retry_after: float | None = None
+    ) -> None:
         """Answer the next ``times`` calls of ``method`` with ``status`` (and ``Retry-After``)."""
         with self._lock:
             self._faults.setdefault(method, []).extend([(status, retry_after)] * times)
