@@ -412,3 +412,21 @@ def test_a_notification_slack_refused_is_retried_not_before_its_retry_after(
     assert Review.objects.get(pk=review.pk).status == "pending"  # the review is not held up
     assert notifications.send_batch("slack") == 1
     assert SlackCard.objects.filter(review=review).count() == 1
+
+
+def test_only_superusers_may_link_slack_users(
+    django_user_model: Any, jane: Any, slack: SlackServer
+) -> None:
+    """A link lets a Slack account decide as its user: a reviewer who could add one could link
+    their Slack account to an administrator."""
+    root = django_user_model.objects.create_superuser("root", password="pw")
+    staff = Client()
+    staff.force_login(jane)
+    assert staff.get("/admin/nitro_assistants/slackuser/").status_code == 403
+    form = {"slack_user_id": "U0JANE", "user": root.pk}
+    assert staff.post("/admin/nitro_assistants/slackuser/add/", form).status_code == 403
+    assert not SlackUser.objects.exists()
+    admin_client = Client()
+    admin_client.force_login(root)
+    assert admin_client.post("/admin/nitro_assistants/slackuser/add/", form).status_code == 302
+    assert SlackUser.objects.get().user == root
