@@ -14,34 +14,12 @@ from django.test import Client
 
 from nitro_assistants.models import Review
 from nitro_assistants.testing.slack import SlackServer, signed_headers
+from tests.admin.conftest import VIEW_PERMISSIONS
+from tests.channels.channel_settings import CHANNEL, SECRET, TEAM, TOKEN, slack_settings
 
-TOKEN = "xoxb-tests"
-SECRET = "slack-signing-secret-of-the-tests"
-CHANNEL = "C0REVIEWS"
-TEAM = "T0TEAM"
+__all__ = ["CHANNEL", "SECRET", "TEAM", "TOKEN", "slack_settings"]
+
 URL = "/nitro/slack/interactions/"
-
-
-def slack_settings(api_url: str) -> dict[str, Any]:
-    """What NITRO_ASSISTANTS gets for Slack: the app's credentials, its API at ``api_url`` and a
-    notifier posting cards to CHANNEL."""
-    return {
-        "SLACK": {
-            "BOT_TOKEN": TOKEN,
-            "SIGNING_SECRET": SECRET,
-            "TEAM_ID": TEAM,
-            "API_URL": api_url,
-        },
-        "NOTIFIERS": {
-            "slack": {
-                "BACKEND": "nitro_assistants.services.slack.SlackNotifier",
-                "OPTIONS": {"channel": CHANNEL},
-            }
-        },
-        "NOTIFY_BASE_URL": "https://reviews.example.com",
-        "NOTIFY_DELAY": 0,
-        "NOTIFY_INTERVAL": 0,
-    }
 
 
 @pytest.fixture
@@ -63,7 +41,7 @@ def make_reviewer(django_user_model: Any, username: str, *, decide: bool = True)
     user = django_user_model.objects.create_user(
         username, password="pw", email=f"{username}@example.com", is_staff=True
     )
-    codenames = ["view_review", "decide_review"] if decide else ["view_review"]
+    codenames = [*VIEW_PERMISSIONS, "decide_review"] if decide else VIEW_PERMISSIONS
     user.user_permissions.set(
         Permission.objects.filter(
             content_type__app_label="nitro_assistants", codename__in=codenames
