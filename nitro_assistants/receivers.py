@@ -16,13 +16,17 @@ from django.db.models.signals import post_delete, post_save
 from nitro_assistants import signals
 from nitro_assistants.conf import app_settings
 from nitro_assistants.models import Policy
-from nitro_assistants.services import notifications, policies
+from nitro_assistants.services import inbound_mail, notifications, policies
 from nitro_assistants.services.claims import assign_by_rule
 
 try:  # the optional extra [slack]
     from nitro_assistants.services import slack
 except ImportError:  # pragma: no cover - the extra is installed wherever the tests run
     slack = None  # type: ignore[assignment]
+try:  # the optional extra [email]
+    from anymail.signals import inbound as anymail_inbound
+except ImportError:  # pragma: no cover - the extra is installed wherever the tests run
+    anymail_inbound = None
 
 logger = logging.getLogger("nitro_assistants")
 
@@ -75,6 +79,14 @@ def update_slack_cards(sender: Any, review: Any, **kwargs: Any) -> None:
         slack.review_ended(review)
 
 
+def decide_by_reply(sender: Any, event: Any, esp_name: str, **kwargs: Any) -> None:
+    """An e-mail came in through django-anymail's inbound webhook: a reply to a notification
+    decides its review (``INBOUND_EMAIL`` set), or is refused with an answer saying why."""
+    if app_settings.INBOUND_EMAIL_ENABLED and getattr(event, "message", None) is not None:
+        outcome = inbound_mail.receive(event.message)
+        logger.info("E-mail reply through %s: %s", esp_name, outcome)
+
+
 def policy_rules_written(sender: Any, using: str, **kwargs: Any) -> None:
     """A rule saved or deleted, or a group saved (a rule compiles its group's name in): the
     rules are compiled again everywhere once the transaction commits."""
@@ -116,3 +128,5 @@ def connect() -> None:
     signals.review_superseded.connect(
         update_slack_cards, dispatch_uid="nitro_assistants.update_slack_cards_superseded"
     )
+    if anymail_inbound is not None:
+        anymail_inbound.connect(decide_by_reply, dispatch_uid="nitro_assistants.decide_by_reply")

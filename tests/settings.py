@@ -166,6 +166,10 @@ NITRO_ASSISTANTS = {
     "LIVE_CACHE": os.environ.get("NITRO_TEST_LIVE_CACHE") or None,
 }
 
+#: django-anymail's inbound webhooks (tests/channels/test_email_replies.py posts to Mailgun's,
+#: signed with this key, as Mailgun signs).
+ANYMAIL = {"MAILGUN_WEBHOOK_SIGNING_KEY": "mailgun-signing-key-of-the-tests"}
+
 #: A Celery worker the Slack tests start posts cards to their local Slack server
 #: (tests/channels/test_real_server.py).
 if os.environ.get("NITRO_TEST_SLACK_API_URL"):

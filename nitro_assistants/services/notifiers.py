@@ -30,6 +30,7 @@ from django.template.loader import render_to_string
 from django.utils.module_loading import import_string
 
 from nitro_assistants.exceptions import ConfigurationError
+from nitro_assistants.services.reply_tokens import reply_address
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +80,13 @@ class EmailNotifier(Notifier):
         address = getattr(message.recipient, "email", "")
         if not address:
             return
-        context = {"message": message, "items": message.items, "user": message.recipient}
+        reply_to = self.reply_to(message)
+        context = {
+            "message": message,
+            "items": message.items,
+            "user": message.recipient,
+            "replies": bool(reply_to),
+        }
         text = render_to_string("nitro_assistants/notifications/message.txt", context)
         html = render_to_string("nitro_assistants/notifications/message.html", context)
         prefix = str(self.options.get("subject_prefix", "[Reviews] "))
@@ -88,9 +95,23 @@ class EmailNotifier(Notifier):
             body=text,
             from_email=self.options.get("from_email") or settings.DEFAULT_FROM_EMAIL,
             to=[address],
+            reply_to=reply_to,
         )
         mail.attach_alternative(html, "text/html")
         mail.send(fail_silently=False)
+
+    def reply_to(self, message: Message) -> list[str]:
+        """The Reply-To of a message about one pending tool-call or reply review, when replies
+        are read (``INBOUND_EMAIL``): its signed token, bound to the review as shown and to the
+        recipient. A message listing several reviews takes no reply (which would it answer?)."""
+        reviews = [item.review for item in message.items if item.review is not None]
+        if len(message.items) != 1 or len(reviews) != 1 or message.recipient is None:
+            return []
+        review = reviews[0]
+        if review.status != "pending":
+            return []
+        address = reply_address(review, message.recipient.pk)
+        return [address] if address else []
 
 
 class WebhookNotifier(Notifier):
