@@ -16,6 +16,7 @@ from django.test import Client
 import nitro_assistants
 from nitro_assistants import services
 from nitro_assistants.models import Decision, Review, SlackCard, Thread
+from nitro_assistants.services import reply_tokens
 from nitro_assistants.testing.launchers import CeleryWorker
 from nitro_assistants.testing.slack import SlackServer
 from tests.admin.conftest import review_url, stamp
@@ -28,6 +29,7 @@ from tests.channels.conftest import (
     slack_settings,
     slack_user,
 )
+from tests.channels.test_email_replies import QUOTED, post, reply
 from tests.conftest import ROOT
 from tests.core.conftest import proxy, wait_for
 from tests.core.proxy import Proxy
@@ -160,3 +162,38 @@ def test_a_card_for_a_review_decided_in_the_admin_is_updated_after_slack_s_retry
     first, second = slack.calls("chat.update")[:2]
     assert second["at"] - first["at"] >= 2  # not asked again before Slack's Retry-After
     assert SlackCard.objects.get(pk=card.pk).closed_at is not None
+
+
+def test_an_e_mail_reply_rejects_with_its_reason(
+    slack: SlackServer, settings: Any, django_user_model: Any, client: Client
+) -> None:
+    settings.NITRO_ASSISTANTS = {
+        **settings.NITRO_ASSISTANTS,
+        "INBOUND_EMAIL": {"REPLY_ADDRESS": "reviews+{token}@reply.example.com"},
+    }
+    jane = make_reviewer(django_user_model, "jane")
+    thread, review = held_call(slack)
+    address = reply_tokens.reply_address(review, jane.pk)  # what jane's notification carries
+    raw = reply(address, "reject: Tuesday is full, offer Wednesday" + QUOTED)
+    post(client, raw, address)
+    decision = wait_for(
+        lambda: Decision.objects.filter(review=review, outcome="applied").first(), 60
+    )
+    assert (decision.decided_by, decision.channel) == (jane, "email")
+    tools = tool_messages(thread)
+    assert len(tools) == 1
+    assert tools[0].get("status") == "error"  # the tool did not run: the rejection stands in
+    # The reason reached the server with the resume (its run's metadata, never the model).
+    assistant = nitro_assistants.assistants()["walkthrough"]
+    reasons = [
+        (run.get("metadata") or {}).get("review_messages")
+        for run in assistant.list_runs(thread_id=str(thread.thread_id))
+    ]
+    assert {review.tool_calls[0]["id"]: "Tuesday is full, offer Wednesday"} in reasons
+    wait_for(
+        lambda: (
+            "Rejected by jane (e-mail reply)"
+            in card_text(slack, SlackCard.objects.get(review=review))
+        ),
+        60,
+    )
