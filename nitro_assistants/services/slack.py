@@ -515,18 +515,23 @@ def interaction(payload: Mapping[str, Any]) -> dict[str, Any] | None:
             return None
         return _button(payload, actions[0])
     if kind == "view_submission":
-        view = payload.get("view") or {}
-        if isinstance(view, dict) and view.get("callback_id") == REJECT_VIEW:
+        view = _part(payload, "view")
+        if view.get("callback_id") == REJECT_VIEW:
             return _reject_submitted(payload, view)
     return None
 
 
+def _part(payload: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``payload[key]`` when it is an object, else an empty one: a payload of another shape than
+    Slack's is answered as one that asks nothing, never with an error."""
+    value = payload.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def _say(payload: Mapping[str, Any], text: str, blocks: list[dict[str, Any]] | None = None) -> None:
     """Tell the person who clicked, and only them (``chat.postEphemeral``); never raises."""
-    channel = (payload.get("channel") or {}).get("id") or (payload.get("container") or {}).get(
-        "channel_id"
-    )
-    user = (payload.get("user") or {}).get("id")
+    channel = _part(payload, "channel").get("id") or _part(payload, "container").get("channel_id")
+    user = _part(payload, "user").get("id")
     if not channel or not user:
         return
     arguments: dict[str, Any] = {"channel": channel, "user": user, "text": text}
@@ -550,7 +555,7 @@ def _button(payload: Mapping[str, Any], action: Mapping[str, Any]) -> dict[str, 
     except signing.BadSignature:
         _say(payload, "This button is not one this app made: nothing was applied.")
         return None
-    user, why = person(payload.get("user") or {})
+    user, why = person(_part(payload, "user"))
     if user is None:
         _say(payload, why)
         return None
@@ -674,7 +679,7 @@ def _open_reject(
     ):
         _changed(payload, value)
         return
-    channel = str((payload.get("channel") or {}).get("id") or "")
+    channel = str(_part(payload, "channel").get("id") or "")
     try:
         call(
             "views.open",
@@ -695,11 +700,11 @@ def _reject_submitted(payload: Mapping[str, Any], view: Mapping[str, Any]) -> di
         value = read_value(metadata.get("value"))
     except (ValueError, AttributeError, signing.BadSignature):
         return error("This form is not one this app made: nothing was applied.")
-    state = ((view.get("state") or {}).get("values") or {}).get(REASON) or {}
-    reason = str((state.get(REASON) or {}).get("value") or "").strip()
+    state = _part(_part(_part(view, "state"), "values"), REASON)
+    reason = str(_part(state, REASON).get("value") or "").strip()
     if not reason:
         return error("Say why it is rejected: the assistant is told.")
-    user, why = person(payload.get("user") or {})
+    user, why = person(_part(payload, "user"))
     if user is None:
         return error(why)
     review = Review.objects.filter(pk=value["r"]).first()

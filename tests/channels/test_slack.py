@@ -430,3 +430,22 @@ def test_only_superusers_may_link_slack_users(
     admin_client.force_login(root)
     assert admin_client.post("/admin/nitro_assistants/slackuser/add/", form).status_code == 302
     assert SlackUser.objects.get().user == root
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"type": "block_actions", "user": "U0JANE", "actions": "approve"},
+        {"type": "block_actions", "user": ["U0JANE"], "actions": [{"action_id": "nitro_approve"}]},
+        {"type": "view_submission", "view": "nitro_reject_reason"},
+        {"type": "view_submission", "view": {"callback_id": "nitro_reject_reason", "state": []}},
+        {"type": "shortcut"},
+    ],
+)
+def test_a_signed_payload_of_another_shape_applies_nothing_and_is_no_error(
+    slack: SlackServer, jane: Any, client: Client, payload: dict[str, Any]
+) -> None:
+    make_tool_review()
+    response = post_signed(client, payload)
+    assert response.status_code == 200
+    assert not Decision.objects.exists()
