@@ -44,6 +44,7 @@ from nitro_assistants.exceptions import (
 )
 from nitro_assistants.models import Approval, Review
 from nitro_assistants.services import reply_tokens
+from nitro_assistants.services.notifiers import held_text
 from nitro_assistants.services.policies import waiting_for
 from nitro_assistants.services.reviews import decide
 
@@ -300,9 +301,7 @@ def _changed(message: Any, to: str, user: Any, review: Review) -> str:
             f"Review #{review.pk} was already {review.get_status_display()}. Nothing was applied.",
         )
         return CHANGED
-    held = "\n".join(
-        f"- {call.get('name')}: {call.get('args')}" for call in review.tool_calls
-    ) or str((review.reply or {}).get("content") or review.get_kind_display())
+    held = held_text(review) if review.kind in rules.REVIEW_KINDS else review.get_kind_display()
     _answer(
         message,
         to,

@@ -86,6 +86,8 @@ class EmailNotifier(Notifier):
             "items": message.items,
             "user": message.recipient,
             "replies": bool(reply_to),
+            # What a reply decides, shown whole: approving approves all of it.
+            "held": held_text(message.items[0].review) if reply_to else "",
         }
         text = render_to_string("nitro_assistants/notifications/message.txt", context)
         html = render_to_string("nitro_assistants/notifications/message.html", context)
@@ -112,6 +114,17 @@ class EmailNotifier(Notifier):
             return []
         address = reply_address(review, message.recipient.pk)
         return [address] if address else []
+
+
+def held_text(review: Any) -> str:
+    """What a tool-call or reply review holds, as plain text: each call with its arguments, or
+    the reply draft."""
+    if review.kind == "reply":
+        return str((review.reply or {}).get("content") or "")
+    return "\n\n".join(
+        f"{call.get('name')}\n{json.dumps(call.get('args') or {}, ensure_ascii=False, indent=2)}"
+        for call in review.tool_calls
+    )
 
 
 class WebhookNotifier(Notifier):
@@ -171,4 +184,12 @@ def load(name: str, definition: Mapping[str, Any]) -> Notifier:
     return cls(name, **dict(definition.get("OPTIONS") or {}))
 
 
-__all__ = ["EmailNotifier", "Item", "Message", "Notifier", "WebhookNotifier", "load"]
+__all__ = [
+    "EmailNotifier",
+    "Item",
+    "Message",
+    "Notifier",
+    "WebhookNotifier",
+    "held_text",
+    "load",
+]

@@ -77,6 +77,8 @@ REASON = "reason"
 RECORDED, REFUSED, SHOWN_ANEW = "recorded", "refused", "shown_anew"
 #: Slack refuses a section's text over 3000 characters; what is held is cut well before.
 MAX_SHOWN = 2500
+#: Held calls a card shows (each a section; a message holds at most 50 blocks).
+MAX_CALLS = 10
 
 
 class SlackError(NitroAssistantsError):
@@ -150,9 +152,25 @@ def _cut(text: str, limit: int = MAX_SHOWN) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
+
+
 def _code(value: Any) -> str:
-    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
-    return "```" + escape(_cut(shown)).replace("```", "'''") + "```"
+    return "```" + escape(_cut(_text(value))).replace("```", "'''") + "```"
+
+
+def shown_whole(review: Review) -> bool:
+    """Whether the card shows everything the review holds (Slack limits a message's size): only
+    then may it be approved from the card, since approving approves all of it."""
+    if review.kind == Review.Kind.TOOL_CALLS:
+        calls = review.tool_calls
+        return len(calls) <= MAX_CALLS and all(
+            len(_text(call.get("args") or {})) <= MAX_SHOWN for call in calls
+        )
+    if review.kind == Review.Kind.REPLY:
+        return len(str((review.reply or {}).get("content") or "")) <= MAX_SHOWN
+    return True
 
 
 def button_value(review: Review, action: str, option: Any = None) -> str:
@@ -247,13 +265,17 @@ def card(review: Review) -> list[dict[str, Any]]:
             )
         )
     )
-    for line in _held(review)[:10]:
+    for line in _held(review)[:MAX_CALLS]:
         blocks.append(SectionBlock(text=MarkdownTextObject(text=line)))
     progress = waiting_for(review)
     if progress:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=escape(progress))]))
     buttons: list[ButtonElement] = []
-    if review.kind in (Review.Kind.TOOL_CALLS, Review.Kind.REPLY):
+    whole = shown_whole(review)
+    if not whole:
+        too_long = "Too long to show whole here: open it in the admin to approve it."
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=too_long)]))
+    if review.kind in (Review.Kind.TOOL_CALLS, Review.Kind.REPLY) and whole:
         buttons.append(
             ButtonElement(
                 text="Approve",
@@ -262,6 +284,7 @@ def card(review: Review) -> list[dict[str, Any]]:
                 style="primary",
             )
         )
+    if review.kind in (Review.Kind.TOOL_CALLS, Review.Kind.REPLY):
         buttons.append(
             ButtonElement(
                 text="Reject…",
@@ -329,7 +352,7 @@ def _verb(actions: list[str]) -> str:
 def ended_card(review: Review) -> list[dict[str, Any]]:
     """The card of a review that ended: what it held, how it ended; no buttons but the link."""
     blocks: list[Block] = [HeaderBlock(text=_cut(_title(review), 150))]
-    for line in _held(review)[:10]:
+    for line in _held(review)[:MAX_CALLS]:
         blocks.append(SectionBlock(text=MarkdownTextObject(text=line)))
     blocks.append(SectionBlock(text=MarkdownTextObject(text=f"*{escape(_cut(ending(review)))}*")))
     opener = _open_button(review)

@@ -54,6 +54,10 @@ def notified(review: Review, user: Any) -> str:
     assert notifications.send_batch("email", user.pk) == 1
     (sent,) = mail.outbox
     assert 'reply with one line: "approve"' in sent.body
+    # What a reply decides is in the e-mail, whole.
+    held = '"day": "Tuesday"' if review.tool_calls else review.reply["content"]
+    assert held in sent.body
+    assert held.replace('"', "&quot;") in sent.alternatives[0][0]
     (address,) = sent.reply_to
     mail.outbox.clear()
     return str(address)

@@ -98,6 +98,25 @@ def test_what_an_assistant_wrote_cannot_mention_the_channel_or_make_links(
     assert "&lt;!channel&gt;" in shown
 
 
+def test_a_call_too_long_to_show_whole_cannot_be_approved_from_the_card(
+    slack: SlackServer,
+) -> None:
+    """Approving approves everything held: a card that could show only part of it offers no
+    approve button (reject and the admin's link stay)."""
+    calls = [
+        {
+            "id": "call_1",
+            "name": "send_sms",
+            "args": {"text": "x" * 3000},
+            "allowed_decisions": ["approve", "reject"],
+        }
+    ]
+    post_card(slack, make_tool_review(calls))
+    review = Review.objects.get()
+    assert set(posted_buttons(slack, review)) == {"nitro_reject", "nitro_open"}
+    assert "Too long to show whole here" in json.dumps(slack.calls("chat.postMessage")[0])
+
+
 def test_approve_in_slack_decides_as_the_mapped_user_with_the_channel_recorded(
     slack: SlackServer, jane: Any, client: Client
 ) -> None:
