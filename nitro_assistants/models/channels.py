@@ -41,6 +41,9 @@ class SlackCard(models.Model):
 
     review = models.ForeignKey(Review, on_delete=models.CASCADE, related_name="slack_cards")
     notifier = models.CharField(max_length=64)
+    #: What the notifier was asked to post to: its channel, or a reviewer's Slack user ID.
+    target = models.CharField(max_length=80)
+    #: Where Slack put it (a channel's ID; a D… ID for direct messages).
     channel = models.CharField(max_length=32)
     ts = models.CharField(max_length=32)
     revision = models.PositiveIntegerField()

@@ -365,34 +365,69 @@ def ended_card(review: Review) -> list[dict[str, Any]]:
 
 
 class SlackNotifier(Notifier):
-    """Cards in one Slack channel (``OPTIONS: {"channel": "C0123…"}``): one per review, posted
-    with ``chat.postMessage`` and updated with ``chat.update`` when told again of the same
-    review (escalated, overdue) and when it ends. Other notifications (a failed delivery) are a
-    line of text. Credentials come from the ``SLACK`` setting."""
+    """Review cards in Slack: one per review, posted with ``chat.postMessage`` and updated with
+    ``chat.update`` when told again of the same review (escalated, overdue) and when it ends.
+    Credentials come from the ``SLACK`` setting. ``OPTIONS``:
 
-    per_user = False
+    - ``{"channel": "C0123…"}``: in one channel, for the team (its ID, or its name);
+    - ``{"to": "reviewers"}``: in each reviewer's direct messages with the app, found by their
+      link (:class:`SlackUser`) or their e-mail address (``users.lookupByEmail``); a reviewer
+      Slack does not know is skipped.
+
+    Other notifications (a failed delivery) are a line of text."""
 
     def __init__(self, name: str, **options: Any) -> None:
         super().__init__(name, **options)
-        if not options.get("channel"):
+        to = options.get("to", "channel")
+        if to not in ("channel", "reviewers"):
+            raise NitroAssistantsError(
+                f"Notifier {name!r}: a SlackNotifier's `to` is 'channel' or 'reviewers'"
+            )
+        if to == "channel" and not options.get("channel"):
             raise NitroAssistantsError(f"Notifier {name!r}: a SlackNotifier needs a `channel`")
+        self.per_user = to == "reviewers"
 
     def send(self, message: Message) -> None:
-        channel = str(self.options["channel"])
+        target = str(self.options.get("channel") or "")
+        if self.per_user:
+            target = slack_id_of(message.recipient)
+            if not target:
+                return
         for item in message.items:
             review = getattr(item, "review", None)
             if review is None:
-                call("chat.postMessage", channel=channel, text=f"{item.title}: {item.text}")
+                call("chat.postMessage", channel=target, text=f"{item.title}: {item.text}")
                 continue
-            post_card(self.name, channel, review, item.text)
+            post_card(self.name, target, review, item.text)
 
 
-def post_card(notifier: str, channel: str, review: Review, text: str = "") -> SlackCard | None:
-    """Post the card of ``review`` to ``channel`` (or update the one already there); None when
-    the review ended before it could be posted (nothing to decide)."""
+def slack_id_of(user: Any) -> str:
+    """The Slack user ID of a Django user: their link, else the Slack user with their e-mail
+    address (``users.lookupByEmail``); blank when Slack knows none."""
+    if user is None:
+        return ""
+    linked = SlackUser.objects.filter(user_id=user.pk).values_list("slack_user_id", flat=True)
+    for slack_id in linked[:1]:
+        return str(slack_id)
+    email = str(getattr(user, "email", "") or "")
+    if not email:
+        return ""
+    try:
+        found = call("users.lookupByEmail", email=email).get("user") or {}
+    except SlackError as exc:
+        if exc.transient:
+            raise
+        return ""  # users_not_found
+    return str(found.get("id") or "") if not found.get("deleted") else ""
+
+
+def post_card(notifier: str, target: str, review: Review, text: str = "") -> SlackCard | None:
+    """Post the card of ``review`` to ``target`` (a channel, or a Slack user's direct messages),
+    or update the one already there; None when the review ended before it could be posted
+    (nothing to decide)."""
     review = Review.objects.select_related("thread", "decision").get(pk=review.pk)
     existing = SlackCard.objects.filter(
-        review=review, notifier=notifier, channel=channel, closed_at__isnull=True
+        review=review, notifier=notifier, target=target, closed_at__isnull=True
     ).first()
     if review.status != Review.Status.PENDING:
         return None
@@ -404,11 +439,12 @@ def post_card(notifier: str, channel: str, review: Review, text: str = "") -> Sl
             revision=review.revision, digest=review.digest
         )
         return existing
-    posted = call("chat.postMessage", channel=channel, text=fallback, blocks=blocks)
+    posted = call("chat.postMessage", channel=target, text=fallback, blocks=blocks)
     return SlackCard.objects.create(
         review=review,
         notifier=notifier,
-        channel=str(posted.get("channel") or channel),
+        target=target,
+        channel=str(posted.get("channel") or target),
         ts=str(posted["ts"]),
         revision=review.revision,
         digest=review.digest,
@@ -759,5 +795,6 @@ __all__ = [
     "post_card",
     "read_value",
     "review_ended",
+    "slack_id_of",
     "verify_request",
 ]

@@ -2,7 +2,8 @@
 
 Slack cannot be reached from a test (or from the demo without a workspace); this is a real HTTP
 server on a local socket that answers ``chat.postMessage``, ``chat.update``,
-``chat.postEphemeral``, ``views.open`` and ``users.info`` as Slack documents them, keeps the
+``chat.postEphemeral``, ``views.open``, ``users.info`` and ``users.lookupByEmail`` as Slack
+documents them (a message to a user ID lands in a ``D…`` direct-message channel), keeps the
 messages posted (and their updates), and can be told to answer a method with an error status
 (``429`` with ``Retry-After``, a ``5xx``) a number of times. Point the app at it with
 ``NITRO_ASSISTANTS["SLACK"]["API_URL"] = server.api_url``. Standard library only::
@@ -95,6 +96,10 @@ class SlackServer:
     # -- answering --------------------------------------------------------------------------
 
     def _answer(self, method: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if method == "chat.postMessage" and str(arguments.get("channel", "")).startswith("U"):
+            # A message to a user goes to their direct messages with the app: a D… channel.
+            arguments = {**arguments, "channel": "D" + str(arguments["channel"])[1:]}
+            return self._answer("chat.postMessage", arguments)
         if method == "chat.postMessage":
             channel = str(arguments.get("channel") or "")
             if not channel:
@@ -117,6 +122,12 @@ class SlackServer:
             if not arguments.get("trigger_id"):
                 return {"ok": False, "error": "invalid_trigger_id"}
             return {"ok": True, "view": {**dict(arguments.get("view") or {}), "id": "V0001"}}
+        if method == "users.lookupByEmail":
+            email = str(arguments.get("email") or "").lower()
+            for known in self.users.values():
+                if str((known.get("profile") or {}).get("email") or "").lower() == email:
+                    return {"ok": True, "user": known}
+            return {"ok": False, "error": "users_not_found"}
         if method == "users.info":
             user = self.users.get(str(arguments.get("user")))
             if user is None:

@@ -38,6 +38,14 @@ def ids(settings: Any, **config: Any) -> list[str]:
             {"NOTIFIERS": {"slack": NOTIFIER}, "NOTIFY_BASE_URL": "https://r.example.com"},
             ["nitro_assistants.E031"],
         ),
+        (
+            {
+                "NOTIFIERS": {"slack": {**NOTIFIER, "OPTIONS": {"to": "everyone"}}},
+                "SLACK": {"BOT_TOKEN": "xoxb-1", "SIGNING_SECRET": "s"},
+                "NOTIFY_BASE_URL": "https://r.example.com",
+            },
+            ["nitro_assistants.E014"],
+        ),
         ({"INBOUND_EMAIL": {"REPLY_ADDRESS": "reviews@example.com"}}, ["nitro_assistants.E033"]),
         ({"INBOUND_EMAIL": {"REPLY_ADDRESS": "reviews+{token}"}}, ["nitro_assistants.E033"]),
         ({"INBOUND_EMAIL": {"REPLY_ADDRESS": "reviews+{token}@reply.example.com"}}, []),

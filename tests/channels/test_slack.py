@@ -468,3 +468,38 @@ def test_a_signed_payload_of_another_shape_applies_nothing_and_is_no_error(
     response = post_signed(client, payload)
     assert response.status_code == 200
     assert not Decision.objects.exists()
+
+
+def test_cards_in_each_reviewer_s_direct_messages(
+    settings: Any, slack: SlackServer, jane: Any, django_user_model: Any, client: Client
+) -> None:
+    """``to: reviewers``: a card in the direct messages of each reviewer Slack knows (by their
+    link, else their e-mail address); clicked there, it decides as in a channel."""
+    settings.NITRO_ASSISTANTS = {
+        **settings.NITRO_ASSISTANTS,
+        "NOTIFIERS": {
+            "slack": {
+                "BACKEND": "nitro_assistants.services.slack.SlackNotifier",
+                "OPTIONS": {"to": "reviewers"},
+            }
+        },
+    }
+    bob = make_reviewer(django_user_model, "bob")
+    SlackUser.objects.create(slack_user_id="U0BOB", user=bob)
+    make_reviewer(django_user_model, "carol")  # Slack knows no carol: nothing sent to her
+    review = make_tool_review()
+    notifications.notify(Notification.Kind.REQUESTED, review=review)
+    for user in django_user_model.objects.filter(username__in=["jane", "bob", "carol"]):
+        notifications.send_batch("slack", user.pk)
+    cards = dict(SlackCard.objects.values_list("target", "channel"))
+    assert cards == {"U0JANE": "D0JANE", "U0BOB": "D0BOB"}
+    # Told again (escalated): each card is updated in place, none posted twice.
+    notifications.notify(Notification.Kind.ESCALATED, review=review)
+    for user in (jane, bob):
+        notifications.send_batch("slack", user.pk)
+    assert len(slack.calls("chat.postMessage")) == 2
+    assert len(slack.calls("chat.update")) == 2
+    payload = click_payload(slack, review, "nitro_approve")
+    assert payload["channel"]["id"].startswith("D")
+    post_signed(client, payload)
+    assert Decision.objects.get(review=review).channel == "slack"
