@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from nitro_assistants import rules, services
 from nitro_assistants.models import Decision, Event, Policy
@@ -46,3 +47,17 @@ def test_a_policy_rule_s_decision_records_policy() -> None:
     assert decision is not None
     assert decision.channel == "policy"
     assert Event.objects.get(review=review, verb="review_decided").data["channel"] == "policy"
+
+
+def test_the_decisions_list_shows_and_filters_by_channel(django_user_model: Any) -> None:
+    root = django_user_model.objects.create_superuser("root", password="pw")
+    for via in ("slack", "email", "admin"):
+        review = make_tool_review()
+        services.decide(review, root, approve(review), via=via)
+    client = Client()
+    client.force_login(root)
+    listing = client.get("/admin/nitro_assistants/decision/", {"channel__exact": "slack"})
+    assert listing.status_code == 200
+    shown = listing.context["cl"].result_list
+    assert [d.channel for d in shown] == ["slack"]
+    assert "e-mail reply" in client.get("/admin/nitro_assistants/decision/").content.decode()
