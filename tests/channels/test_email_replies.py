@@ -11,11 +11,12 @@ import uuid
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Group
 from django.core import mail
 from django.test import Client
 
-from nitro_assistants.models import Decision, Event, Notification, Review
-from nitro_assistants.services import notifications, reply_tokens
+from nitro_assistants.models import Decision, Event, Notification, Policy, Review
+from nitro_assistants.services import notifications, policies, reply_tokens
 from tests.admin.conftest import make_reply_review, make_tool_review
 from tests.channels.conftest import make_reviewer
 from tests.factories import ReviewFactory
@@ -300,3 +301,20 @@ def test_the_token_survives_a_mail_system_folding_the_address_to_lower_case(
     address = notified(review, jane).upper()
     post(client, reply(address, "approve"), address)
     assert Decision.objects.get(review=review).decided_by == jane
+
+
+def test_a_reviewer_outside_the_rule_s_group_is_refused(jane: Any, client: Client) -> None:
+    finance = Group.objects.create(name="Finance")
+    Policy.objects.create(
+        name="moves need finance",
+        position=10,
+        tool="reschedule_*",
+        action=Policy.Action.REVIEW,
+        group=finance,
+    )
+    review = make_tool_review()
+    policies.review_mirrored(review)
+    address = reply_tokens.reply_address(review, jane.pk)
+    post(client, reply(address, "approve"), address)
+    assert not Decision.objects.exists()
+    assert "Finance" in answers()[0]
