@@ -662,8 +662,9 @@ def _decide(
     except NitroAssistantsError as exc:  # not allowed, not in the group, does not fit
         return f"{exc} Nothing was applied.", REFUSED
     if isinstance(recorded, Approval):
-        review = Review.objects.select_related("handling__group").get(pk=value["r"])
+        review = Review.objects.select_related("thread", "handling__group").get(pk=value["r"])
         progress = waiting_for(review)
+        refresh_cards(review)  # the card shows the approvals counted
         return f"Your approval of review #{value['r']} is recorded ({progress}).", RECORDED
     return f"Recorded: review #{value['r']} {_verb(recorded.actions).lower()}.", RECORDED
 
@@ -682,21 +683,30 @@ def _changed(payload: Mapping[str, Any], value: Mapping[str, Any]) -> str:
     )
     blocks = card(review)
     _say(payload, text, blocks)
+    refresh_cards(review, blocks)
+    return text
+
+
+def refresh_cards(review: Review, blocks: list[dict[str, Any]] | None = None) -> None:
+    """Show a pending review as it is now on its open cards (its new revision, the approvals
+    counted); a card Slack does not update now is left as it was (a click on it is answered
+    with the new version). Never raises."""
+    blocks = blocks if blocks is not None else card(review)
     for slack_card in SlackCard.objects.filter(review=review, closed_at__isnull=True):
         try:
             call(
                 "chat.update",
                 channel=slack_card.channel,
                 ts=slack_card.ts,
-                text=text,
+                text=_title(review),
                 blocks=blocks,
             )
         except SlackError as exc:
             logger.warning("Slack card %s not refreshed: %s", slack_card.pk, exc)
+            continue
         SlackCard.objects.filter(pk=slack_card.pk).update(
             revision=review.revision, digest=review.digest
         )
-    return text
 
 
 def _reject_view(value_token: str, review_pk: int, channel: str) -> dict[str, Any]:
@@ -794,6 +804,7 @@ __all__ = [
     "person",
     "post_card",
     "read_value",
+    "refresh_cards",
     "review_ended",
     "slack_id_of",
     "verify_request",

@@ -503,3 +503,33 @@ def test_cards_in_each_reviewer_s_direct_messages(
     assert payload["channel"]["id"].startswith("D")
     post_signed(client, payload)
     assert Decision.objects.get(review=review).channel == "slack"
+
+
+def test_a_quorum_counts_slack_approvals_and_the_card_shows_them(
+    slack: SlackServer, jane: Any, django_user_model: Any, client: Client
+) -> None:
+    make_reviewer(django_user_model, "bob")
+    slack_user(slack, "U0BOB", "bob@example.com")
+    Policy.objects.create(
+        name="moves need two",
+        position=10,
+        tool="reschedule_*",
+        action=Policy.Action.REVIEW,
+        approvals=2,
+    )
+    review = make_tool_review()
+    policies.review_mirrored(review)
+    post_card(slack, review)
+    assert "0 of 2 approvals" in json.dumps(slack.calls("chat.postMessage")[0]["blocks"])
+    post_signed(client, click_payload(slack, review, "nitro_approve"))
+    assert not Decision.objects.exists()
+    assert "Your approval of review" in ephemeral(slack)[0]
+    (update,) = slack.calls("chat.update")
+    assert "1 of 2 approvals" in json.dumps(update["blocks"])
+    # The same person clicking again does not count twice; another completes the quorum.
+    post_signed(client, {**click_payload(slack, review, "nitro_approve"), "trigger_id": "2"})
+    assert not Decision.objects.exists()
+    post_signed(client, click_payload(slack, review, "nitro_approve", slack_id="U0BOB"))
+    decision = Decision.objects.get(review=review)
+    assert decision.channel == "slack"
+    assert "Approved by bob, jane" in decision.note or "Approved by jane, bob" in decision.note
