@@ -29,11 +29,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
+from html import unescape
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import EmailMessage
+from django.utils.html import strip_tags
 
 from nitro_assistants import rules
 from nitro_assistants.conf import app_settings
@@ -71,7 +73,7 @@ _QUOTE_STARTS = re.compile(
     r")",
     re.IGNORECASE,
 )
-_REJECT = re.compile(r"^reject\s*[:\-–—]\s*(?P<reason>.+)$", re.IGNORECASE | re.DOTALL)
+_REJECT = re.compile(r"^reject\s*[:\-–—]\s*(?P<reason>.+)$", re.IGNORECASE)
 _APPROVE = re.compile(r"^(approve|approved|yes)[.!]?$", re.IGNORECASE)
 _AUTH_FAILED = re.compile(r"\b(dmarc|spf|dkim)=(fail|softfail|permerror)\b", re.IGNORECASE)
 
@@ -82,9 +84,9 @@ HELP = (
 
 
 def command_of(text: str) -> str:
-    """The command of a reply: its first written line, with what the mail program quoted (lines
-    starting ``>``, "On … wrote:", Outlook's "Original Message") and the signature (after
-    ``-- ``) left out. A reason may go on over the following lines, up to the quote."""
+    """What a reply says above what the mail program quoted (lines starting ``>``, "On …
+    wrote:", Outlook's "Original Message") and the signature (after ``-- ``), up to its first
+    blank line. Its first line is the command."""
     lines: list[str] = []
     for line in text.replace("\r\n", "\n").split("\n"):
         if line.rstrip() in ("--", "-- ") or line.startswith(">") or _QUOTE_STARTS.match(line):
@@ -92,6 +94,23 @@ def command_of(text: str) -> str:
         lines.append(line.strip())
     written = "\n".join(lines).strip()
     return re.sub(r"\n{2,}.*\Z", "", written, flags=re.DOTALL).strip()
+
+
+#: Characters of a reply read for its command (which is on its first lines).
+MAX_READ = 20_000
+_QUOTED_HTML = re.compile(
+    r"<blockquote\b.*?</blockquote>|<div[^>]*class=\"?(gmail_quote|moz-cite-prefix)[^>]*>.*\Z",
+    re.IGNORECASE | re.DOTALL,
+)
+_LINE_BREAKS = re.compile(r"<br\s*/?>|</p>|</div>|</li>", re.IGNORECASE)
+
+
+def html_text(html: str) -> str:
+    """The text of an HTML-only reply, its quoted part (``<blockquote>``, Gmail's and
+    Thunderbird's quote blocks) left out, one line per paragraph."""
+    # The command is at the top: what follows is not read (nor scanned by the patterns).
+    text = _LINE_BREAKS.sub("\n", _QUOTED_HTML.sub("", html[:MAX_READ]))
+    return unescape(strip_tags(text))
 
 
 def _automatic(message: Any) -> bool:
@@ -212,7 +231,7 @@ def _decide_reply(message: Any, to: str, user: Any, token: reply_tokens.ReplyTok
     ):
         return _changed(message, to, user, review)
     text = str(getattr(message, "stripped_text", None) or message.text or "")
-    command = command_of(text)
+    command = command_of(text[:MAX_READ] or html_text(str(message.html or "")))
     try:
         body = _decision(review, command)
     except ValueError as exc:
@@ -282,7 +301,7 @@ def _decision(review: Review, command: str) -> dict[str, Any]:
         raise ValueError(f"“{first[:80]}” is none of this question's options.")
     if _APPROVE.match(first):
         return rules.approve_everything(review.kind, review.tool_calls)
-    rejected = _REJECT.match(command)
+    rejected = _REJECT.match(first)
     if rejected:
         reason = " ".join(rejected.group("reason").split())[: rules.MAX_NOTE]
         return rules.reject_everything(review.kind, review.tool_calls, reason)
@@ -313,4 +332,13 @@ def _changed(message: Any, to: str, user: Any, review: Review) -> str:
     return CHANGED
 
 
-__all__ = ["CHANGED", "IGNORED", "RECORDED", "REFUSED", "SUSPICIOUS", "command_of", "receive"]
+__all__ = [
+    "CHANGED",
+    "IGNORED",
+    "RECORDED",
+    "REFUSED",
+    "SUSPICIOUS",
+    "command_of",
+    "html_text",
+    "receive",
+]

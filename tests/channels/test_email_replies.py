@@ -318,3 +318,39 @@ def test_a_reviewer_outside_the_rule_s_group_is_refused(jane: Any, client: Clien
     post(client, reply(address, "approve"), address)
     assert not Decision.objects.exists()
     assert "Finance" in answers()[0]
+
+
+def html_reply(to: str, html: str) -> str:
+    return (
+        "Authentication-Results: mx.mailgun.org; dkim=pass; spf=pass; dmarc=pass\r\n"
+        "From: Jane Doe <jane@example.com>\r\n"
+        f"To: <{to}>\r\n"
+        "Subject: Re: [Reviews] Review waits\r\n"
+        "MIME-Version: 1.0\r\n"
+        "Content-Type: text/html; charset=utf-8\r\n"
+        "\r\n"
+        f"{html}"
+    )
+
+
+def test_an_html_only_reply_is_read_without_its_quote(jane: Any, client: Client) -> None:
+    review = make_tool_review()
+    address = notified(review, jane)
+    quoted = (
+        '<div dir="ltr">reject: not on a Tuesday<br>Jane</div>'
+        '<div class="gmail_quote"><div>On Fri, Jane wrote:</div>'
+        "<blockquote>approve</blockquote></div>"
+    )
+    post(client, html_reply(address, quoted), address)
+    decision = Decision.objects.get(review=review)
+    assert decision.note == "not on a Tuesday"
+
+
+def test_a_huge_html_reply_is_read_quickly_and_refused(jane: Any, client: Client) -> None:
+    review = make_tool_review()
+    address = notified(review, jane)
+    started = time.monotonic()
+    post(client, html_reply(address, "<blockquote>" * 200_000), address)
+    assert time.monotonic() - started < 10
+    assert not Decision.objects.exists()
+    assert "Nothing was applied" in answers()[0]
