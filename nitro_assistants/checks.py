@@ -131,6 +131,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
     errors.extend(_check_inbox())
     errors.extend(_check_governance())
+    errors.extend(_check_channels())
     subject_problem = setting_problem()
     if subject_problem:
         errors.append(
@@ -341,6 +342,76 @@ def _check_governance() -> list[CheckMessage]:
                 id="nitro_assistants.E015",
             )
         )
+    return errors
+
+
+def _installed(module: str) -> bool:
+    try:
+        import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def _check_channels() -> list[CheckMessage]:
+    """Slack and e-mail replies: configured, with their extra installed and what they need."""
+    errors: list[CheckMessage] = []
+    uses_slack = app_settings.SLACK_ENABLED or any(
+        "SlackNotifier" in str((d or {}).get("BACKEND", ""))
+        for d in app_settings.NOTIFIERS.values()
+    )
+    if uses_slack and not _installed("slack_sdk"):
+        errors.append(
+            Error(
+                "Slack is configured (NITRO_ASSISTANTS['SLACK'] or a SlackNotifier) but slack_sdk "
+                "is not installed.",
+                hint='Install the extra: pip install "nitro-assistants[slack]".',
+                id="nitro_assistants.E030",
+            )
+        )
+    if uses_slack:
+        slack = app_settings.SLACK
+        missing = [key for key in ("BOT_TOKEN", "SIGNING_SECRET") if not slack.get(key)]
+        if missing:
+            errors.append(
+                Error(
+                    f"NITRO_ASSISTANTS['SLACK'] has no {' and no '.join(missing)}.",
+                    hint="Copy them from your Slack app's settings (OAuth & Permissions: the "
+                    "Bot User OAuth Token; Basic Information: the Signing Secret); see "
+                    "docs/slack-and-email.md.",
+                    id="nitro_assistants.E031",
+                )
+            )
+        if not app_settings.NOTIFY_BASE_URL:
+            errors.append(
+                CheckWarning(
+                    "Slack cards have no 'Open in admin' button without NOTIFY_BASE_URL.",
+                    hint="Set NITRO_ASSISTANTS['NOTIFY_BASE_URL'] to the scheme and host "
+                    "reviewers reach the admin at.",
+                    id="nitro_assistants.W030",
+                )
+            )
+    if app_settings.INBOUND_EMAIL_ENABLED:
+        if not _installed("anymail"):
+            errors.append(
+                Error(
+                    "NITRO_ASSISTANTS['INBOUND_EMAIL'] is set but django-anymail is not "
+                    "installed: replies could not be received.",
+                    hint='Install the extra: pip install "nitro-assistants[email]", and include '
+                    "anymail.urls for your ESP's inbound webhook.",
+                    id="nitro_assistants.E032",
+                )
+            )
+        address = str(app_settings.INBOUND_EMAIL.get("REPLY_ADDRESS") or "")
+        if address.count("{token}") != 1 or "@" not in address.split("{token}")[-1]:
+            errors.append(
+                Error(
+                    f"NITRO_ASSISTANTS['INBOUND_EMAIL']['REPLY_ADDRESS'] is {address!r}.",
+                    hint="Give the address replies go to, with {token} once in its local part, "
+                    'e.g. "reviews+{token}@reply.example.com".',
+                    id="nitro_assistants.E033",
+                )
+            )
     return errors
 
 

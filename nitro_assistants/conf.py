@@ -46,6 +46,24 @@ class AppSettings:
         "NOTIFY_MAX_ATTEMPTS": 5,
         "THREAD_SUBJECT": None,
         "AUDIT_KEY": "",
+        "SLACK": {},
+        "INBOUND_EMAIL": {},
+    }
+
+    #: The keys of ``SLACK`` and their defaults (docs/slack-and-email.md).
+    SLACK_DEFAULTS: dict[str, Any] = {
+        "BOT_TOKEN": "",
+        "SIGNING_SECRET": "",
+        "TEAM_ID": "",
+        "API_URL": "https://slack.com/api/",
+        "REQUEST_MAX_AGE": 300,
+        "TIMEOUT": 10,
+    }
+    #: The keys of ``INBOUND_EMAIL`` and their defaults (docs/slack-and-email.md).
+    INBOUND_EMAIL_DEFAULTS: dict[str, Any] = {
+        "REPLY_ADDRESS": "",
+        "FROM_EMAIL": "",
+        "MAX_SPAM_SCORE": 5.0,
     }
 
     def _setting(self, name: str) -> Any:
@@ -237,6 +255,32 @@ class AppSettings:
         context keys (or ``(label, key)`` pairs), or the dotted path of a callable taking the
         thread. None: by the customer's first message."""
         return self._setting("THREAD_SUBJECT")
+
+    @property
+    def SLACK(self) -> dict[str, Any]:
+        """Slack: ``BOT_TOKEN`` (``xoxb-…``), ``SIGNING_SECRET``, ``TEAM_ID`` (blank: any
+        workspace the token's app is in), ``API_URL`` (the Web API's root, another for a test
+        server), ``REQUEST_MAX_AGE`` (seconds a signed request is accepted, and remembered to
+        refuse it twice), ``TIMEOUT``. Empty: Slack is off."""
+        configured = self._setting("SLACK") or {}
+        return {**self.SLACK_DEFAULTS, **configured}
+
+    @property
+    def SLACK_ENABLED(self) -> bool:
+        return bool(self._setting("SLACK"))
+
+    @property
+    def INBOUND_EMAIL(self) -> dict[str, Any]:
+        """Decisions by e-mail reply: ``REPLY_ADDRESS`` (``"reviews+{token}@reply.example.com"``:
+        the notification's Reply-To, ``{token}`` its signed token), ``FROM_EMAIL`` of the answers
+        to refused replies (blank: ``DEFAULT_FROM_EMAIL``), ``MAX_SPAM_SCORE`` (a reply the ESP
+        scored higher is refused). Empty: replies are not read."""
+        configured = self._setting("INBOUND_EMAIL") or {}
+        return {**self.INBOUND_EMAIL_DEFAULTS, **configured}
+
+    @property
+    def INBOUND_EMAIL_ENABLED(self) -> bool:
+        return bool(self._setting("INBOUND_EMAIL"))
 
     def client_config(self) -> dict[str, Any]:
         """What :class:`nitro_assistants.client.registry.Registry` is built from."""

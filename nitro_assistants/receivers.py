@@ -16,8 +16,17 @@ from django.db.models.signals import post_delete, post_save
 from nitro_assistants import signals
 from nitro_assistants.conf import app_settings
 from nitro_assistants.models import Policy
-from nitro_assistants.services import notifications, policy_enforcement
+from nitro_assistants.services import inbound_mail, notifications, policy_enforcement
 from nitro_assistants.services.claims import assign_by_rule
+
+try:  # the optional extra [slack]
+    from nitro_assistants.services import slack
+except ImportError:  # pragma: no cover - the extra is installed wherever the tests run
+    slack = None  # type: ignore[assignment]
+try:  # the optional extra [email]
+    from anymail.signals import inbound as anymail_inbound
+except ImportError:  # pragma: no cover - the extra is installed wherever the tests run
+    anymail_inbound = None
 
 logger = logging.getLogger("nitro_assistants")
 
@@ -64,6 +73,20 @@ def notify_delivery_failed(sender: Any, delivery: Any, thread: Any, **kwargs: An
     notifications.delivery_failed(thread)
 
 
+def update_slack_cards(sender: Any, review: Any, **kwargs: Any) -> None:
+    """A review ended (decided, superseded, dismissed): its Slack cards say so."""
+    if slack is not None and app_settings.SLACK_ENABLED:
+        slack.review_ended(review)
+
+
+def decide_by_reply(sender: Any, event: Any, esp_name: str, **kwargs: Any) -> None:
+    """An e-mail came in through django-anymail's inbound webhook: a reply to a notification
+    decides its review (``INBOUND_EMAIL`` set), or is refused with an answer saying why."""
+    if app_settings.INBOUND_EMAIL_ENABLED and getattr(event, "message", None) is not None:
+        outcome = inbound_mail.receive(event.message)
+        logger.info("E-mail reply through %s: %s", esp_name, outcome)
+
+
 def policy_rules_written(sender: Any, using: str, **kwargs: Any) -> None:
     """A rule saved or deleted, or a group saved (a rule compiles its group's name in): the
     rules are compiled again everywhere once the transaction commits."""
@@ -99,3 +122,11 @@ def connect() -> None:
     signals.delivery_failed.connect(
         notify_delivery_failed, dispatch_uid="nitro_assistants.notify_delivery_failed"
     )
+    signals.review_decided.connect(
+        update_slack_cards, dispatch_uid="nitro_assistants.update_slack_cards_decided"
+    )
+    signals.review_superseded.connect(
+        update_slack_cards, dispatch_uid="nitro_assistants.update_slack_cards_superseded"
+    )
+    if anymail_inbound is not None:
+        anymail_inbound.connect(decide_by_reply, dispatch_uid="nitro_assistants.decide_by_reply")

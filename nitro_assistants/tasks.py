@@ -48,6 +48,11 @@ from nitro_assistants.services import chain, governance, notifications
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.errors import error_text, traceback_text
 
+try:  # the optional extra [slack]
+    from nitro_assistants.services import slack as slack_cards
+except ImportError:  # pragma: no cover - the extra is installed wherever the tests run
+    slack_cards = None  # type: ignore[assignment]
+
 logger = logging.getLogger("nitro_assistants.tasks")
 
 
@@ -187,7 +192,24 @@ def send_notifications(self: Task, channel: str, user_pk: int | None = None) -> 
     try:
         return notifications.send_batch(channel, user_pk)
     except notifications.NotificationError as exc:
-        raise self.retry(exc=exc, countdown=backoff(self.request.retries)) from exc
+        # A channel that said when to come back (Slack's Retry-After) is not asked sooner.
+        countdown = max(backoff(self.request.retries), exc.retry_after or 0)
+        raise self.retry(exc=exc, countdown=countdown) from exc
+
+
+@task("nitro_assistants.close_slack_cards", bind=True, max_retries=None)
+def close_slack_cards(self: Task, review_pk: int) -> int:
+    """Update the Slack cards of a review that ended (how, by whom). Slack's 429 and 5xx are
+    retried after its ``Retry-After`` (else with backoff) up to ``TASK_MAX_RETRIES``."""
+    if slack_cards is None:  # pragma: no cover - enqueued only where the extra is installed
+        return 0
+    try:
+        return slack_cards.close_cards(review_pk)
+    except slack_cards.SlackError as exc:
+        if not exc.transient or self.request.retries >= app_settings.TASK_MAX_RETRIES:
+            raise
+        countdown = max(backoff(self.request.retries), exc.retry_after or 0)
+        raise self.retry(exc=exc, countdown=countdown) from exc
 
 
 @task("nitro_assistants.flush_notifications")

@@ -178,6 +178,21 @@ NITRO_ASSISTANTS = {
     "AUDIT_KEY": env.str("AUDIT_KEY", default=""),
 }
 
+# Slack (docs/slack-and-email.md): with a Slack app's token, signing secret and a channel, the
+# reviews also come as cards there, decided with their buttons (the app's interactivity URL:
+# <NOTIFY_BASE_URL>/nitro/slack/interactions/, which Slack must reach). Unset: no Slack.
+SLACK_BOT_TOKEN = env.str("SLACK_BOT_TOKEN", default="")
+if SLACK_BOT_TOKEN:
+    NITRO_ASSISTANTS["SLACK"] = {
+        "BOT_TOKEN": SLACK_BOT_TOKEN,
+        "SIGNING_SECRET": env.str("SLACK_SIGNING_SECRET", default=""),
+        "TEAM_ID": env.str("SLACK_TEAM_ID", default=""),
+    }
+    NITRO_ASSISTANTS["NOTIFIERS"]["slack"] = {
+        "BACKEND": "nitro_assistants.services.slack.SlackNotifier",
+        "OPTIONS": {"channel": env.str("SLACK_CHANNEL", default="")},
+    }
+
 # Where the demo assistant's send_sms tool "sends" its messages (shown at /outbox/).
 DEMO_OUTBOX = env.path("DEMO_OUTBOX", default=VAR_DIR / "outbox.jsonl")
 

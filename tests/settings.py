@@ -166,6 +166,17 @@ NITRO_ASSISTANTS = {
     "LIVE_CACHE": os.environ.get("NITRO_TEST_LIVE_CACHE") or None,
 }
 
+#: django-anymail's inbound webhooks (tests/channels/test_email_replies.py posts to Mailgun's,
+#: signed with this key, as Mailgun signs).
+ANYMAIL = {"MAILGUN_WEBHOOK_SIGNING_KEY": "mailgun-signing-key-of-the-tests"}
+
+#: A Celery worker the Slack tests start posts cards to their local Slack server
+#: (tests/channels/test_real_server.py).
+if os.environ.get("NITRO_TEST_SLACK_API_URL"):
+    from tests.channels.channel_settings import slack_settings
+
+    NITRO_ASSISTANTS.update(slack_settings(os.environ["NITRO_TEST_SLACK_API_URL"]))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

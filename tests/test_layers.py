@@ -37,6 +37,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nitro_assistants.management",
             "nitro_assistants.views",
             "nitro_assistants.urls",
+            # Slack's interaction endpoint and the inbound e-mail receiver.
+            "nitro_assistants.integrations",
             "nitro_assistants.apps",
             "nitro_assistants.admin_apps",
             "nitro_assistants.admin_site",

@@ -35,6 +35,7 @@ DEMO_VARIABLES = (
     "REDIS_URL",
     "DEBUG",
     "STATIC_ROOT",
+    "SLACK_BOT_TOKEN",
 )
 
 
@@ -219,6 +220,38 @@ def notify_base_url(**variables: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+def example_site(code: str, **variables: str) -> str:
+    """What ``code`` prints with the example site's settings read in a fresh process."""
+    env = {k: v for k, v in os.environ.items() if k not in DEMO_VARIABLES}
+    env.update(variables, DJANGO_SETTINGS_MODULE="reviewsite.settings")
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_demo_posts_slack_cards_only_when_given_a_slack_app() -> None:
+    code = (
+        "import django; django.setup()\n"
+        "from django.conf import settings; from django.urls import resolve, Resolver404\n"
+        "try:\n    resolve('/nitro/slack/interactions/'); routed = True\n"
+        "except Resolver404:\n    routed = False\n"
+        "print(sorted(settings.NITRO_ASSISTANTS['NOTIFIERS']), routed)"
+    )
+    assert example_site(code, SLACK_BOT_TOKEN="") == "['email'] False"
+    given = example_site(
+        code, SLACK_BOT_TOKEN="xoxb-1", SLACK_SIGNING_SECRET="s", SLACK_CHANNEL="C1"
+    )
+    assert given == "['email', 'slack'] True"
 
 
 def test_the_notifications_links_follow_the_port_the_demo_serves_on() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from nitro_assistants.admin import (
     api_keys,
+    channels,
     deliveries,
     dialect_forms,
     events,
@@ -26,6 +27,7 @@ __all__ = [
     "DECISION_FORMS",
     "ReadOnlyAdmin",
     "api_keys",
+    "channels",
     "deliveries",
     "dialect_forms",
     "events",

@@ -287,6 +287,17 @@ def collect(days: int = 14, now: datetime.datetime | None = None) -> dict[str, A
         colors=COLORS,
     )
 
+    by_channel = dict(decided.order_by().values_list("channel").annotate(n=Count("pk")))
+    channel_names = [("", "code"), *Decision.Channel.choices]
+    channels_chart = horizontal_chart(
+        "Decisions by channel",
+        [
+            (str(label), by_channel.get(value, 0), str(by_channel.get(value, 0)))
+            for value, label in channel_names
+            if value != Decision.Channel.GRANT or by_channel.get(value)
+        ],
+    )
+
     outcomes: dict[str, dict[datetime.date, int]] = {s: {} for s in Delivery.Status.values}
     for row in (
         Delivery.objects.filter(first_seen_at__gte=since)
@@ -307,5 +318,6 @@ def collect(days: int = 14, now: datetime.datetime | None = None) -> dict[str, A
         "decisions_total": decided.count(),
         "actions_total": total,
         "rates": rates,
-        "charts": [pending_chart, median_chart, rates_chart, delivery_chart],
+        "channels": {value or "code": by_channel.get(value, 0) for value, _ in channel_names},
+        "charts": [pending_chart, median_chart, rates_chart, channels_chart, delivery_chart],
     }

@@ -482,8 +482,16 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
 
 @admin.register(Decision)
 class DecisionAdmin(ReadOnlyAdmin):
-    list_display = ["pk", "review", "reviewer_id", "shown_actions", "outcome", "decided_at"]
-    list_filter = ["outcome"]
+    list_display = [
+        "pk",
+        "review",
+        "reviewer_id",
+        "channel",
+        "shown_actions",
+        "outcome",
+        "decided_at",
+    ]
+    list_filter = ["outcome", "channel"]
     list_select_related = ["review"]
     search_fields = ["reviewer_id", "note"]
 

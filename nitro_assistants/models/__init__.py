@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nitro_assistants.models.channels import SlackCard, SlackRequest, SlackUser
 from nitro_assistants.models.claims import Assignment, Claim
 from nitro_assistants.models.deliveries import Delivery
 from nitro_assistants.models.events import AuditChain, Event
@@ -26,6 +27,9 @@ __all__ = [
     "Review",
     "ReviewHandling",
     "Run",
+    "SlackCard",
+    "SlackRequest",
+    "SlackUser",
     "StepResult",
     "Thread",
 ]

@@ -146,6 +146,18 @@ class Decision(models.Model):
         SUPERSEDED = "superseded", _("superseded")
         FAILED = "failed", _("failed")
 
+    class Channel(models.TextChoices):
+        """Where the decision was made. Empty: code of the host project (the shell, a script)."""
+
+        ADMIN = "admin", _("admin")
+        API = "api", _("API")
+        SLACK = "slack", _("Slack")
+        EMAIL = "email", _("e-mail reply")
+        POLICY = "policy", _("policy rule")
+        # Reserved for standing grants (a later issue): no decision is recorded with it yet.
+        GRANT = "grant", _("grant")
+        DEADLINE = "deadline", _("deadline")
+
     review = models.OneToOneField(Review, on_delete=models.CASCADE, related_name="decision")
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -162,6 +174,12 @@ class Decision(models.Model):
         null=True, blank=True, help_text=_("the resume value of a typed interaction")
     )
     note = models.TextField(blank=True)
+    channel = models.CharField(
+        max_length=16,
+        choices=Channel.choices,
+        blank=True,
+        help_text=_("where it was decided; empty for code of the host project"),
+    )
     decided_at = models.DateTimeField()
     outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.PENDING)
     error = models.TextField(blank=True)

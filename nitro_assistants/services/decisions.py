@@ -38,9 +38,24 @@ from nitro_assistants.services.interactions import decide_interaction, username
 from nitro_assistants.services.lifecycle import supersede, transition
 from nitro_assistants.services.policy_enforcement import gate
 
-#: Who is deciding: through the admin, through the JSON API, or code of the host project (the
-#: shell, a policy), which brings its own authority.
-Channel = Literal["admin", "api"] | None
+#: Who is deciding: through the admin, through the JSON API, from a Slack card, by replying to a
+#: notification e-mail, or code of the host project (the shell, a policy), which brings its own
+#: authority. Slack and e-mail speak for a person as the admin does (the same permission and
+#: group), after their own proof of who it is (services/slack.py, services/inbound_mail.py).
+Channel = Literal["admin", "api", "slack", "email"] | None
+#: The channels where a staff person decides with the ``decide_review`` permission, as in the admin.
+STAFF_CHANNELS = ("admin", "slack", "email")
+
+
+def channel_of(actor: Any, via: Channel) -> str:
+    """What a decision records as its channel (``Decision.channel`` and its audit event): a
+    policy rule's or a deadline's own (``actor.by``), else ``via``; empty for the host's code."""
+    by = getattr(actor, "by", None)
+    if isinstance(by, str) and by in Decision.Channel.values:
+        return by
+    return via or ""
+
+
 DECIDE_PERMISSION = policy_enforcement.DECIDE_PERMISSION
 
 
@@ -122,7 +137,7 @@ def may_decide(user: Any, review: Review, via: Channel) -> bool:
         return False
     opener = review.thread.opened_by_id is not None and review.thread.opened_by_id == user.pk
     if review.kind in rules.INTERACTION_KINDS:
-        return opener or (via == "admin" and user.has_perm(DECIDE_PERMISSION))
+        return opener or (via in STAFF_CHANNELS and user.has_perm(DECIDE_PERMISSION))
     return bool(user.has_perm(DECIDE_PERMISSION)) and policy_enforcement.group_allows(user, review)
 
 
@@ -139,7 +154,7 @@ def decidable_by(user: Any, via: Channel) -> Q:
     reviews = ~Q(kind__in=rules.INTERACTION_KINDS)
     if not user.is_superuser:  # the policy rule's group, as policy_enforcement.group_allows asks
         reviews &= Q(handling__group__isnull=True) | Q(handling__group__in=user.groups.values("pk"))
-    if via == "admin":
+    if via in STAFF_CHANNELS:
         return Q(kind__in=rules.INTERACTION_KINDS) | reviews
     return opened | reviews
 
@@ -276,7 +291,7 @@ def decide(
                 replayed = recorded()
                 assert replayed is not None
                 return replayed
-            return decide_interaction(locked, user, answer.cleaned)
+            return decide_interaction(locked, user, answer.cleaned, channel=channel_of(user, via))
         checked = _checked(locked, user, decision, shown)
         if isinstance(checked, Decision):
             return checked
@@ -284,7 +299,8 @@ def decide(
         if verdict.approval is not None:
             return verdict.approval
         assert verdict.decision is not None
-        return _record(locked, verdict.actor or user, verdict.decision)
+        actor = verdict.actor or user
+        return _record(locked, actor, verdict.decision, channel_of(actor, via))
 
 
 def _checked(
@@ -406,7 +422,7 @@ def _not_pending(review: Review) -> ReviewNotPendingError:
     return rules.not_pending(review.pk, str(review.get_status_display()), review)
 
 
-def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
+def _record(review: Review, user: Any, cleaned: Mapping[str, Any], channel: str) -> Decision:
     real_user = user if getattr(user, "pk", None) else None
     answers = cleaned.get("answers")
     # Its pk is made here. On PostgreSQL the decision (its id read with the review's lock), the
@@ -432,6 +448,7 @@ def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
         tool_calls=cleaned.get("tool_calls"),
         answer={"answers": answers} if answers is not None else None,
         note=str(cleaned.get("note") or ""),
+        channel=channel,
         decided_at=timezone.now(),
         run=run,
     )
@@ -447,6 +464,7 @@ def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
         run=run,
         actions=record.actions,
         note=record.note,
+        channel=channel,
         signal_kwargs={"decision": record, "user": user},
     )
     enqueue("nitro_assistants.resume_thread", record.pk)

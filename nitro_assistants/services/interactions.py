@@ -76,14 +76,16 @@ def edited_revision(review: Review, edits: dict[str, dict[str, Any]], user: Any)
     return edited
 
 
-def decide_interaction(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
+def decide_interaction(
+    review: Review, user: Any, cleaned: Mapping[str, Any], *, channel: str = ""
+) -> Decision:
     """Record ``cleaned``, a decision on the interaction ``review`` that
     :func:`nitro_assistants.rules.check_interaction_decision` let through (the revision and
     digest shown, the body against the content), and enqueue its delivery.
 
     Called by :func:`nitro_assistants.services.decide` with the review locked. Raises
     :class:`InteractionForbiddenError` (missing permissions to approve a plan); nothing is
-    stored then.
+    stored then. ``channel`` is recorded on the decision and its audit event.
     """
     interaction = review.payload.get("interaction") or {}
     if cleaned["decision"] == "approve":
@@ -114,6 +116,7 @@ def decide_interaction(review: Review, user: Any, cleaned: Mapping[str, Any]) ->
         interrupt_id=review.interrupt_id or "",
         answer=value,
         note=cleaned["note"],
+        channel=channel,
         decided_at=timezone.now(),
         run=run,
     )
@@ -126,6 +129,7 @@ def decide_interaction(review: Review, user: Any, cleaned: Mapping[str, Any]) ->
         actions=record.actions,
         note=record.note,
         decision=value,
+        channel=channel,
         signal_kwargs={"decision": record, "user": user},
     )
     if review.status == rules.EXECUTING:

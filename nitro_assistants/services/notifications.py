@@ -47,7 +47,10 @@ TASK = "nitro_assistants.send_notifications"
 
 
 class NotificationError(NitroAssistantsError):
-    """A channel failed to send a batch; the task retries it."""
+    """A channel failed to send a batch; the task retries it, not before ``retry_after``
+    seconds when the channel said (Slack's ``Retry-After``)."""
+
+    retry_after: float | None = None
 
 
 # -- signed links ---------------------------------------------------------------------------------
@@ -249,7 +252,7 @@ def _message(channel: str, user: Any, rows: list[Notification]) -> Message:
         else:
             title = f"Thread {str(row.thread.thread_id)[:8]}" if row.thread else "Nitro"
             url = ""
-        items.append(Item(kind=row.kind, title=title, text=row.text, url=url))
+        items.append(Item(kind=row.kind, title=title, text=row.text, url=url, review=row.review))
     count = len(items)
     subject = (
         f"{items[0].title} {items[0].text}"
@@ -328,7 +331,9 @@ def send_batch(channel: str, user_pk: int | None = None) -> int:
         app_settings.NOTIFY_MAX_ATTEMPTS,
         failure,
     )
-    raise NotificationError(f"channel {channel!r} failed: {failure}", transient=True)
+    error = NotificationError(f"channel {channel!r} failed: {failure}", transient=True)
+    error.retry_after = getattr(failure, "retry_after", None)
+    raise error
 
 
 def flush() -> int:

@@ -30,6 +30,7 @@ from django.template.loader import render_to_string
 from django.utils.module_loading import import_string
 
 from nitro_assistants.exceptions import ConfigurationError
+from nitro_assistants.services.reply_tokens import reply_address
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +41,8 @@ class Item:
     title: str
     text: str
     url: str
+    #: The review it is about (None: a thread's or the app's news), for channels that show it.
+    review: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +80,15 @@ class EmailNotifier(Notifier):
         address = getattr(message.recipient, "email", "")
         if not address:
             return
-        context = {"message": message, "items": message.items, "user": message.recipient}
+        reply_to = self.reply_to(message)
+        context = {
+            "message": message,
+            "items": message.items,
+            "user": message.recipient,
+            "replies": bool(reply_to),
+            # What a reply decides, shown whole: approving approves all of it.
+            "held": held_text(message.items[0].review) if reply_to else "",
+        }
         text = render_to_string("nitro_assistants/notifications/message.txt", context)
         html = render_to_string("nitro_assistants/notifications/message.html", context)
         prefix = str(self.options.get("subject_prefix", "[Reviews] "))
@@ -86,9 +97,34 @@ class EmailNotifier(Notifier):
             body=text,
             from_email=self.options.get("from_email") or settings.DEFAULT_FROM_EMAIL,
             to=[address],
+            reply_to=reply_to,
         )
         mail.attach_alternative(html, "text/html")
         mail.send(fail_silently=False)
+
+    def reply_to(self, message: Message) -> list[str]:
+        """The Reply-To of a message about one pending tool-call or reply review, when replies
+        are read (``INBOUND_EMAIL``): its signed token, bound to the review as shown and to the
+        recipient. A message listing several reviews takes no reply (which would it answer?)."""
+        reviews = [item.review for item in message.items if item.review is not None]
+        if len(message.items) != 1 or len(reviews) != 1 or message.recipient is None:
+            return []
+        review = reviews[0]
+        if review.status != "pending":
+            return []
+        address = reply_address(review, message.recipient.pk)
+        return [address] if address else []
+
+
+def held_text(review: Any) -> str:
+    """What a tool-call or reply review holds, as plain text: each call with its arguments, or
+    the reply draft."""
+    if review.kind == "reply":
+        return str((review.reply or {}).get("content") or "")
+    return "\n\n".join(
+        f"{call.get('name')}\n{json.dumps(call.get('args') or {}, ensure_ascii=False, indent=2)}"
+        for call in review.tool_calls
+    )
 
 
 class WebhookNotifier(Notifier):
@@ -110,7 +146,10 @@ class WebhookNotifier(Notifier):
             return {
                 "channel": message.channel,
                 "subject": message.subject,
-                "items": [dataclasses.asdict(item) for item in message.items],
+                "items": [
+                    {"kind": item.kind, "title": item.title, "text": item.text, "url": item.url}
+                    for item in message.items
+                ],
             }
         lines = [f"• <{item.url}|{item.title}>: {item.text}" for item in message.items]
         return {
@@ -145,4 +184,12 @@ def load(name: str, definition: Mapping[str, Any]) -> Notifier:
     return cls(name, **dict(definition.get("OPTIONS") or {}))
 
 
-__all__ = ["EmailNotifier", "Item", "Message", "Notifier", "WebhookNotifier", "load"]
+__all__ = [
+    "EmailNotifier",
+    "Item",
+    "Message",
+    "Notifier",
+    "WebhookNotifier",
+    "held_text",
+    "load",
+]

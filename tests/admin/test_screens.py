@@ -137,13 +137,22 @@ def test_metrics_page_shows_the_figures_and_svg_charts(reviewer_client: Client) 
     make_tool_review()
     make_tool_review()
     make_reply_review()
-    for minutes, tool_calls, reply in [
-        (2, [{"id": "a", "action": "approve"}, {"id": "b", "action": "edit", "args": {}}], None),
-        (4, None, {"action": "reject", "message": "no"}),
-        (10, [{"id": "c", "action": "respond", "message": "done"}], None),
+    for minutes, tool_calls, reply, channel in [
+        (
+            2,
+            [{"id": "a", "action": "approve"}, {"id": "b", "action": "edit", "args": {}}],
+            None,
+            "slack",
+        ),
+        (4, None, {"action": "reject", "message": "no"}, "email"),
+        (10, [{"id": "c", "action": "respond", "message": "done"}], None, "admin"),
     ]:
         decision = DecisionFactory(
-            tool_calls=tool_calls, reply=reply, decided_at=now, review__status="applied"
+            tool_calls=tool_calls,
+            reply=reply,
+            decided_at=now,
+            review__status="applied",
+            channel=channel,
         )
         Review.objects.filter(pk=decision.review_id).update(
             requested_at=now - datetime.timedelta(minutes=minutes)
@@ -157,12 +166,23 @@ def test_metrics_page_shows_the_figures_and_svg_charts(reviewer_client: Client) 
     assert metrics["median_all"] == "4.0 min"
     assert metrics["decisions_total"] == 3
     assert metrics["rates"] == {"approve": 25.0, "edit": 25.0, "reject": 25.0, "respond": 25.0}
+    assert metrics["channels"] == {
+        "code": 0,
+        "admin": 1,
+        "api": 0,
+        "slack": 1,
+        "email": 1,
+        "policy": 0,
+        "grant": 0,
+        "deadline": 0,
+    }
     html = response.content.decode()
-    assert html.count("<svg viewBox=") == 4
+    assert html.count("<svg viewBox=") == 5
     for title in (
         "Pending reviews by kind",
         "Median time to decision per day",
         "Decisions by action",
+        "Decisions by channel",
         "Delivery outcomes per day",
     ):
         assert title in html
@@ -213,7 +233,7 @@ def test_median_time_to_decision_per_day_and_overall(
 def test_metrics_page_with_no_data(reviewer_client: Client) -> None:
     response = reviewer_client.get("/admin/nitro_assistants/review/metrics/")
     assert response.status_code == 200
-    assert response.content.decode().count("No data in this period.") == 4
+    assert response.content.decode().count("No data in this period.") == 5
 
 
 def test_every_list_and_detail_page_renders(superuser_client: Client) -> None:

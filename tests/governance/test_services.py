@@ -318,6 +318,7 @@ def test_a_deadline_escalates_then_rejects_each_once(
     assert done == {"rejected": 1}
     decision = Decision.objects.get(review=review)
     assert decision.reviewer_id == "deadline:large refunds"
+    assert decision.channel == "deadline"
     assert decision.actions == ["reject"]
     assert event(review, "review_auto_decided")["by"] == "deadline"
     assert governance.sweep_deadlines(now=start + datetime.timedelta(days=1)) == {}
