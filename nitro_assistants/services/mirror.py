@@ -12,14 +12,14 @@ from django.utils import timezone
 from nitro_assistants import rules, signals
 from nitro_assistants.models import Claim, Decision, Review, Run, Thread
 from nitro_assistants.operations import get_operation
-from nitro_assistants.services import rows, writes
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.lifecycle import supersede, transition
 from nitro_assistants.services.policies import review_mirrored, ruleset
+from nitro_assistants.services.sql import reads, writes
 
-#: A thread's row locked (compiled once, :mod:`.rows`), as a new message and a sync lock it.
-_LOCKED_THREAD = rows.Read(lambda: Thread.objects.select_for_update(no_key=True))
+#: A thread's row locked (compiled once, :mod:`.sql.reads`), as a new message and a sync lock it.
+_LOCKED_THREAD = reads.Read(lambda: Thread.objects.select_for_update(no_key=True))
 
 
 def lock_thread(thread: Thread) -> None:

@@ -8,9 +8,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from django.db import connections, router, transaction
+from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
-from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from nitro_assistants import rules, signals
@@ -32,7 +31,7 @@ from nitro_assistants.exceptions import (
     ThreadResumptionError,
 )
 from nitro_assistants.models import Approval, Decision, Review, Run, Thread
-from nitro_assistants.services import clients, policies, rows, writes
+from nitro_assistants.services import clients, policies
 from nitro_assistants.services.audit import (
     events_batched,
     record_event,
@@ -55,11 +54,13 @@ from nitro_assistants.services.runs import (
     ACTIVE_REMOTE_STATUSES,
     RUN_KEY,
     collect_turn,
-    count_decided_attempt,
     fail_run,
     find_remote_run,
     webhook_url,
 )
+from nitro_assistants.services.sql import decisions as sql_decisions
+from nitro_assistants.services.sql import reads, writes
+from nitro_assistants.services.sql.runs import count_decided_attempt
 
 #: Who is deciding: through the admin, through the JSON API, or code of the host project (the
 #: shell, a policy), which brings its own authority.
@@ -352,13 +353,10 @@ def _deciding_reviews() -> QuerySet[Review]:
     reviews = Review.objects.select_related(
         "thread", "decision", "handling__group"
     ).select_for_update(of=("self",), no_key=True)
-    connection = connections[router.db_for_write(Review)]
-    if connection.vendor == "postgresql":
-        # The id the decision will have (:data:`DECISION_ID`): inserted with the decision's
-        # events then, not in a statement of its own. Unused (a replay, an approval, an
-        # error), it is a gap in the ids.
-        table = connection.ops.quote_name(Decision._meta.db_table)
-        next_id = RawSQL("nextval(pg_get_serial_sequence(%s, 'id'))", [table])
+    # The id the decision will have (:data:`DECISION_ID`) on PostgreSQL: inserted with the
+    # decision's events then, not in a statement of its own.
+    next_id = sql_decisions.next_id()
+    if next_id is not None:
         reviews = reviews.annotate(**{DECISION_ID: next_id})
     return reviews
 
@@ -369,9 +367,9 @@ DECISION_ID = "next_decision_id"
 
 
 #: The reads of :func:`_locked_for_decision` and :func:`execute_resume`, compiled once
-#: (:mod:`.rows`, issue 21).
-_DECIDING = rows.Read(_deciding_reviews)
-_RESUMING = rows.Read(
+#: (:mod:`.sql.reads`, issue 21).
+_DECIDING = reads.Read(_deciding_reviews)
+_RESUMING = reads.Read(
     lambda: Decision.objects.select_for_update(of=("self",)).select_related(
         "run", "review", "review__thread"
     )
@@ -379,7 +377,7 @@ _RESUMING = rows.Read(
 
 
 @functools.cache
-def _deciding_read(through: type[Any]) -> rows.Read[Review]:
+def _deciding_read(through: type[Any]) -> reads.Read[Review]:
     """:data:`_DECIDING` with ``reviewer_in_group``: whether the user (the one parameter) is in
     the group of the review's handling, by the user model's groups table ``through``."""
 
@@ -387,7 +385,7 @@ def _deciding_read(through: type[Any]) -> rows.Read[Review]:
         member = through.objects.filter(user_id=user_pk, group_id=OuterRef("handling__group_id"))
         return _deciding_reviews().annotate(reviewer_in_group=Exists(member))
 
-    return rows.Read(build, params=[through._meta.get_field("user")])
+    return reads.Read(build, params=[through._meta.get_field("user")])
 
 
 def dismiss(review: Review | int, user: Any, *, via: Channel = None) -> Review:
@@ -448,7 +446,7 @@ def _record(review: Review, user: Any, cleaned: Mapping[str, Any]) -> Decision:
     real_user = user if getattr(user, "pk", None) else None
     answers = cleaned.get("answers")
     # Its pk is made here. On PostgreSQL the decision (its id read with the review's lock), the
-    # run and the review's status ride on the events' statement (:mod:`.writes`; foreign keys
+    # run and the review's status ride on the events' statement (:mod:`.sql.writes`; foreign keys
     # are checked at commit); otherwise the decision is inserted first.
     run = Run(
         thread=review.thread,

@@ -21,7 +21,7 @@ from django.test.utils import CaptureQueriesContext
 
 from nitro_assistants import services
 from nitro_assistants.models import Claim, Decision, Event, Policy, Review, Run
-from nitro_assistants.services import chain, claims
+from nitro_assistants.services import chain_verify, claims
 from nitro_assistants.services.policies import ruleset
 from nitro_assistants.services.reviews import DECIDE_PERMISSION
 from nitro_assistants.testing import FakeAssistant, run_result
@@ -128,7 +128,9 @@ def test_a_governed_flow_stays_within_its_statement_budget(
     assert {"policy_matched", "review_claimed", "review_decided", "decision_recorded"} <= set(
         Event.objects.values_list("verb", flat=True)
     )
-    assert chain.verify().ok  # every statement that wrote events linked them as chain.link_hash
+    assert (
+        chain_verify.verify().ok
+    )  # every statement that wrote events linked them as hashchain.link_hash
     over = {
         name: "\n".join(f"  {sql[:160]}" for sql in statements)
         for name, statements in spent.items()

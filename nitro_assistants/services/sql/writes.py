@@ -35,7 +35,7 @@ from django.db import DatabaseError, connections, router
 from django.db.models import Model
 from django.db.models.signals import post_save, pre_save
 
-from nitro_assistants.services.rows import cast
+from nitro_assistants.services.sql.reads import cast
 
 M = TypeVar("M", bound=Model)
 
