@@ -14,7 +14,7 @@ from nitro_assistants.services.sql import column, table
 
 def marker(decidable: QuerySet[Review]) -> tuple[Any, ...]:
     """(newest event id, newest claim change, newest review id, how many ``decidable`` rows):
-    the four reads in one statement."""
+    the four reads in one statement, each value as the ORM's aggregate returns it."""
     connection = connections[router.db_for_read(Review)]
     inner, params = decidable.order_by().values("pk").query.sql_with_params()
     # Table and column names are the models' own, quoted by the backend; the values are the
@@ -27,5 +27,12 @@ def marker(decidable: QuerySet[Review]) -> tuple[Any, ...]:
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        row = cursor.fetchone()
-    return tuple(row)
+        event, changed_at, review, count = cursor.fetchone()
+    # As the ORM returns it (SQLite sends a datetime as text).
+    column_ = Claim._meta.get_field("changed_at").get_col(Claim._meta.db_table)
+    for convert in [
+        *connection.ops.get_db_converters(column_),
+        *column_.get_db_converters(connection),
+    ]:
+        changed_at = convert(changed_at, column_, connection)
+    return (event, changed_at, review, count)
