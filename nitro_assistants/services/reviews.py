@@ -58,8 +58,7 @@ from nitro_assistants.services.runs import (
     find_remote_run,
     webhook_url,
 )
-from nitro_assistants.services.sql import decisions as sql_decisions
-from nitro_assistants.services.sql import reads, writes
+from nitro_assistants.services.sql import ids, reads, writes
 from nitro_assistants.services.sql.runs import count_decided_attempt
 
 #: Who is deciding: through the admin, through the JSON API, or code of the host project (the
@@ -355,7 +354,7 @@ def _deciding_reviews() -> QuerySet[Review]:
     ).select_for_update(of=("self",), no_key=True)
     # The id the decision will have (:data:`DECISION_ID`) on PostgreSQL: inserted with the
     # decision's events then, not in a statement of its own.
-    next_id = sql_decisions.next_id()
+    next_id = ids.next_id(Decision)
     if next_id is not None:
         reviews = reviews.annotate(**{DECISION_ID: next_id})
     return reviews

@@ -28,7 +28,7 @@ from nitro_assistants.services import chain_append, chain_verify
 from nitro_assistants.services.audit import build_event, record_event
 from nitro_assistants.services.claims import pending_decidable
 from nitro_assistants.services.sql import claims as sql_claims
-from nitro_assistants.services.sql import decisions as sql_decisions
+from nitro_assistants.services.sql import ids
 from nitro_assistants.services.sql import live as sql_live
 from nitro_assistants.services.sql import metrics as sql_metrics
 from nitro_assistants.services.sql import runs as sql_runs
@@ -193,7 +193,7 @@ def test_the_first_claim_with_its_event_is_the_orm_insert_and_record_event(
 
 @pytest.mark.postgresql("decide takes the id from the sequence on PostgreSQL only")
 def test_the_decision_id_comes_from_the_sequence_the_orm_inserts_use() -> None:
-    next_id = sql_decisions.next_id()
+    next_id = ids.next_id(Decision)
     assert next_id is not None
     first = DecisionFactory()
     taken = Review.objects.annotate(n=next_id).values_list("n", flat=True).get(pk=first.review_id)
@@ -204,7 +204,7 @@ def test_the_decision_id_comes_from_the_sequence_the_orm_inserts_use() -> None:
 def test_no_decision_id_is_taken_where_there_is_no_sequence() -> None:
     from django.db import connection
 
-    assert (sql_decisions.next_id() is None) is (connection.vendor != "postgresql")
+    assert (ids.next_id(Decision) is None) is (connection.vendor != "postgresql")
 
 
 # -- the admin's figures ------------------------------------------------------------------------

@@ -25,7 +25,7 @@ batch (PG, no receiver)        sent as CTEs of the events' statement            
 locked reads of one row        the queryset's SQL compiled once per connection    tests/core/test_rows.py
 (decide, resume, run, mirror)  (``reads.Read``)
 decide (PG)                    the decision's id taken from its sequence with     tests/core/test_sql_parity.py
-                               the review's locked read (``decisions.next_id``)
+                               the review's locked read (``ids.next_id``)
 execute_resume                 the attempt counted on the decision's run          tests/core/test_sql_parity.py
                                (``runs.count_decided_attempt``)
 claim_review (PG)              the first claim and its event in one               tests/core/test_sql_parity.py
