@@ -300,7 +300,7 @@ def insert_new_thread(thread: Thread, rows: list[Any], events: list[Event]) -> N
     def prepared(instance: Any, fields: list[Any]) -> tuple[list[str], list[Any]]:
         columns, params = [], []
         for f in fields:
-            if f.attname == "thread_id":
+            if getattr(f, "related_model", None) is Thread:
                 columns.append(f"thread_row.{thread_pk}")
             else:
                 columns.append(cast(f, connection))
