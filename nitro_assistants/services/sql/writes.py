@@ -1,9 +1,9 @@
-"""Row writes held back to ride on the next statement: fewer round trips, same effects.
+"""Row writes queued to ride on the next statement: fewer round trips, same effects.
 
 Inside :func:`nitro_assistants.services.audit.events_batched`, on PostgreSQL and in a
 transaction, :func:`save` (an UPDATE of some fields of a row) and :func:`insert` (a new row whose
 primary key is already known: a UUID, or a one-to-one's) are queued instead of sent. The queue is
-sent as data-modifying CTEs of the batch's audit-chain append (:mod:`.chain`: the events and the
+sent as data-modifying CTEs of the batch's audit-chain append (:mod:`.events`: the events and the
 rows they describe in one statement), or, when the batch has no event, as one statement of its
 own (:func:`send`).
 
