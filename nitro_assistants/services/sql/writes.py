@@ -2,10 +2,10 @@
 
 Inside :func:`nitro_assistants.services.audit.events_batched`, on PostgreSQL and in a
 transaction, :func:`save` (an UPDATE of some fields of a row) and :func:`insert` (a new row whose
-primary key is already known: a UUID, or a one-to-one's) are queued instead of sent. The queue is
-sent as data-modifying CTEs of the batch's audit-chain append (:mod:`.events`: the events and the
-rows they describe in one statement), or, when the batch has no event, as one statement of its
-own (:func:`send`).
+primary key is already known: a UUID, a one-to-one's, or an id taken ahead from its sequence,
+:mod:`.ids`) are queued instead of sent. The queue is sent as data-modifying CTEs of the batch's
+audit-chain append (:mod:`.events`: the events and the rows they describe in one statement), or,
+when the batch has no event, as one statement of its own (:func:`send`).
 
 Nothing is ever reordered against the rest of the transaction: while writes are queued, any
 other statement sent on the connection sends the queue first (an execute wrapper), so every
