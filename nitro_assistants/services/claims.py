@@ -112,8 +112,9 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
 def _claimed_with_event(claim: Claim) -> Claim | None:
     """PostgreSQL: insert ``claim`` unless its review has one, and append its
     ``review_claimed`` event when it was inserted, in one statement (the insert is the
-    statement's gate, :class:`.sql.events.GatingWrite`); the claim saved, or None with nothing written. Only
-    when the thread's chain has a head (every thread's has, from its first event on)."""
+    statement's gate, :class:`.sql.events.GatingWrite`); the claim saved, or None with nothing
+    written. Only when the thread's chain has a head (every thread's has, from its first event
+    on)."""
     claim.changed_at = claim.claimed_at
     review = claim.review
     event = build_event(review.thread, "review_claimed", review=review, actor=claim.user)
@@ -129,8 +130,8 @@ def _claimed_with_event(claim: Claim) -> Claim | None:
 def _insert_claim(claim: Claim) -> Claim | None:
     """Insert ``claim`` unless its review has one (``ON CONFLICT DO NOTHING``: one statement,
     no savepoint to recover from a lost race); the claim saved, or None when there was one.
-    While a host's receiver watches claims (:func:`.sql.writes.watched`), ``save()`` in a savepoint
-    instead, which sends them the claim (asked first whether the review has one: their
+    While a host's receiver watches claims (:func:`.sql.writes.watched`), ``save()`` in a
+    savepoint instead, which sends them the claim (asked first whether the review has one: their
     ``pre_save`` is not sent for a claim that is not written, but in a lost race)."""
     claim.changed_at = claim.claimed_at
     if writes.watched(Claim):

@@ -5,38 +5,40 @@ else is the ORM.
 A statement is written out only where a measurement showed the ORM's form costs more (a round
 trip, or the query compiler's CPU); each is named for the flow it serves, takes every table and
 column name from the models' ``_meta`` (quoted by the backend; every value is a parameter), and
-is held equal to its ORM form by a test. What each flow sends:
+is held equal to its ORM form by a test. Flow → statement (``module.builder``) → its test:
 
-=============================  =================================================  ==============================
-flow                           statement (module: builder)                        held equal by
-=============================  =================================================  ==============================
-start_run, a new thread (PG)   the thread, its run, their events and the chain's  tests/core/test_sql_parity.py
-                               head in one (``events.insert_new_thread``)         (the rows ``save()`` writes)
-every event batch, one chain   the chain's head locked, the events linked by the  tests/core/test_audit_chain.py
-(PG)                           database and inserted, the head moved, the         (each link checked against
-                               batch's queued row writes first, in one            ``hashchain.link_hash``)
-                               (``events.append_to_one_chain``)
-other event batches            the head locked (``events.lock_head``), then the   tests/core/test_audit_chain.py
-                               events inserted and the heads moved
-                               (``events.insert_linked``)
-a service's row writes in a    UPDATEs and INSERTs by primary key queued and      tests/core/test_writes.py,
-batch (PG, no receiver)        sent as CTEs of the events' statement              tests/core/test_model_signals.py
-                               (``writes.save``, ``writes.insert``)
-locked reads of one row        the queryset's SQL compiled once per connection    tests/core/test_rows.py
-(decide, resume, run, mirror)  (``reads.Read``)
-decide (PG)                    the decision's id taken from its sequence with     tests/core/test_sql_parity.py
-                               the review's locked read (``ids.next_id``)
-execute_resume                 the attempt counted on the decision's run          tests/core/test_sql_parity.py
-                               (``runs.count_decided_attempt``)
-claim_review (PG)              the first claim and its event in one               tests/core/test_sql_parity.py
-                               (``claims.first_claim_gate``), a renewal in one
-                               (``claims.renew``), a claim inserted unless the
-                               review has one (``claims.insert_unless_claimed``)
-admin metrics (PG)             the tool-call actions counted in JSON              tests/core/test_sql_parity.py
-                               (``metrics.tool_call_actions``)
-admin live pages               "has anything changed" in one statement            tests/admin/test_live.py
-                               (``live.marker``)
-=============================  =================================================  ==============================
+- **start_run** of a new thread (PostgreSQL): the thread, its run, their events and the
+  chain's head in one statement (``events.insert_new_thread``) → tests/core/test_sql_parity.py,
+  against the rows ``save()`` writes.
+- **every batch of audit events** on one chain (PostgreSQL): the head locked, the events linked
+  by the database and inserted, the head moved, the batch's queued row writes first, in one
+  statement (``events.append_to_one_chain``, built by ``events.linked_sql``); other batches:
+  the head locked (``events.lock_head``), then the events inserted and the heads moved
+  (``events.insert_linked``) → tests/core/test_audit_chain.py (each link checked against
+  ``hashchain.link_hash``).
+- **a service's row writes in a batch** (PostgreSQL, no receiver watching the model): UPDATEs
+  and INSERTs by primary key queued and sent as CTEs of the events' statement (``writes.save``,
+  ``writes.insert``, ``writes.ctes``) → tests/core/test_writes.py,
+  tests/core/test_model_signals.py.
+- **the locked reads of one row** (decide, execute_resume, execute_run, the mirror's thread):
+  the queryset's own SQL compiled once per connection (``reads.Read``) →
+  tests/core/test_rows.py.
+- **decide** and **the mirror** (PostgreSQL): the decision's and the review's ids taken from
+  their sequences by the locked read sent anyway (``ids.next_id``) →
+  tests/core/test_sql_parity.py.
+- **execute_resume**: the attempt counted on the decision's run (``runs.count_decided_attempt``)
+  → tests/core/test_sql_parity.py.
+- **claim_review** (PostgreSQL): the first claim and its event in one statement
+  (``claims.first_claim_gate``), a renewal in one (``claims.renew``); on every database a claim
+  inserted unless the review has one (``claims.insert_unless_claimed``) →
+  tests/core/test_sql_parity.py.
+- **the admin's metrics page** (PostgreSQL): the held calls' actions counted in the JSON
+  (``metrics.tool_call_actions``) → tests/core/test_sql_parity.py, against the Python count.
+- **the admin's live pages**: "has anything changed" in one statement (``live.marker``) →
+  tests/core/test_sql_parity.py, against four ORM reads.
+
+The open reviews a mirror reads after the thread's lock are an ordinary ORM query again (issue
+35 walked back the statement that read them with the thread's lock).
 """
 
 from __future__ import annotations
