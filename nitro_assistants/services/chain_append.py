@@ -117,7 +117,7 @@ def append_gated(events: list[Event], gate: GatingWrite) -> bool:
     (atomic without a transaction). False when nothing was written: the gate did not write (or
     wrote, for a chain without a head: the caller's gate should write only when the head
     exists). It sends no model signal: callers take it only while no receiver watches the
-    events or the gate's rows (:func:`.writes.watched`), and :func:`append` otherwise."""
+    events or the gate's rows (:func:`.sql.writes.watched`), and :func:`append` otherwise."""
     db = router.db_for_write(Event)
     key = chain_of(events[0])
     assert all(chain_of(e) == key for e in events) and not _is_new(events)
