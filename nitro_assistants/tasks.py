@@ -44,7 +44,7 @@ from celery import Task, shared_task
 
 from nitro_assistants import services
 from nitro_assistants.conf import app_settings
-from nitro_assistants.services import chain, governance, notifications
+from nitro_assistants.services import chain_verify, governance, notifications
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.errors import error_text, traceback_text
 
@@ -169,7 +169,7 @@ def requeue_plan_steps() -> int:
 @task("nitro_assistants.verify_audit")
 def verify_audit() -> dict[str, Any]:
     """Periodic: walk the audit trail's hash chain; ``audit_broken`` when a link is broken."""
-    return chain.verify_and_signal().as_dict()
+    return chain_verify.verify_and_signal().as_dict()
 
 
 @task("nitro_assistants.apply_policy")

@@ -1,5 +1,6 @@
 """The package's import graph: no cycles, layers that only point down, and no Django below the
-services (DESIGN.md "Layers"). Every import counts, including ones written inside functions."""
+services (DESIGN.md "Layers"). Every import counts, including ones written inside functions.
+And the hand-written SQL's one home: only ``services/sql/`` touches a database connection."""
 
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("tasks", ("nitro_assistants.tasks",)),
     ("services", ("nitro_assistants.services",)),
+    # The hand-written statements (and the only code that touches a connection): below every
+    # service, so a statement never calls back into one.
+    ("sql", ("nitro_assistants.services.sql",)),
     # Reading the mirror without changing it, for the admin and the API alike.
     ("readers", ("nitro_assistants.conversation",)),
     # ``nitro_assistants`` itself: the ``assistants()`` registry accessor and ``operation``.
@@ -66,7 +70,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("agent", ("nitro_assistants.agent",)),
-    # ``chain``: the audit trail's hash chain, pure (canonical content, links, the walk).
+    # ``hashchain``: the audit trail's hash chain, pure (canonical content, links, the walk).
     (
         "rules",
         (
@@ -74,7 +78,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nitro_assistants.policy_rules",
             "nitro_assistants.policies",
             "nitro_assistants.operations",
-            "nitro_assistants.chain",
+            "nitro_assistants.hashchain",
         ),
     ),
     (
@@ -259,3 +263,88 @@ def test_the_checker_finds_a_cycle_and_a_function_level_import(tmp_path: Path) -
     assert cycles(edges) == [["loopy.a", "loopy.b", "loopy.a"]]
     assert "django.db" in reachable(edges, "loopy.c")
     assert importlib.util.find_spec("loopy") is None  # read as text, never imported
+
+
+#: The one package allowed to touch a database connection (DESIGN.md "Layers", STYLE.md 13).
+SQL_HOME = "nitro_assistants.services.sql"
+
+#: Names that reach a connection or send SQL past the ORM, wherever they appear.
+_DATABASE_NAMES = frozenset({"connection", "connections", "get_connection", "RawSQL"})
+#: Attributes that do, read or called on anything.
+_DATABASE_ATTRIBUTES = frozenset(
+    {"connection", "connections", "get_connection", "cursor", "execute_wrapper", "run_on_commit"}
+)
+
+
+def database_touches(path: Path) -> Iterator[str]:
+    """Each place ``path`` reaches a database connection, a cursor or raw SQL: an import of
+    ``django.db.connection(s)`` (or ``transaction.get_connection``, ``RawSQL``), the attributes
+    above, and a call of ``.raw(...)`` (``Manager.raw``). Plain names and attributes only: a
+    local variable that happens to be called ``connection`` (the HTTP client's) is not one."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        where = f"{path.name}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("django.db"):
+            for alias in node.names:
+                if alias.name in _DATABASE_NAMES:
+                    yield f"{where} imports {node.module}.{alias.name}"
+        elif isinstance(node, ast.Attribute):
+            if node.attr in _DATABASE_ATTRIBUTES or node.attr == "RawSQL":
+                yield f"{where} uses .{node.attr}"
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "raw":
+                yield f"{where} calls .raw()"
+
+
+def connection_touches(
+    root: Path = ROOT, package: str = PACKAGE, django_free: tuple[str, ...] = DJANGO_FREE
+) -> list[str]:
+    """Every module (migrations aside) that reaches a connection outside :data:`SQL_HOME`. The
+    modules that import no Django (held to it above) are skipped: their ``connection`` is an
+    HTTP one."""
+    home = SQL_HOME.replace(PACKAGE, package, 1)
+    found = []
+    for name, path in modules(root, package).items():
+        if name == home or name.startswith(home + "."):
+            continue
+        if any(name == free or name.startswith(free + ".") for free in django_free):
+            continue
+        found += [f"{name}: {what}" for what in database_touches(path)]
+    return found
+
+
+def test_only_the_sql_package_touches_a_connection() -> None:
+    """A cursor, raw SQL, an execute wrapper or a look at a connection's state anywhere but
+    ``services/sql/`` fails here: a statement written out goes there, named for its flow, its
+    names from ``_meta``, with a parity test; a vendor check asks ``services.sql.vendor``."""
+    found = connection_touches()
+    assert not found, "Outside services/sql/:\n" + "\n".join(found)
+
+
+def test_the_sql_home_check_can_fail(tmp_path: Path) -> None:
+    """Each way of reaching the database past the ORM is reported outside the SQL package and
+    allowed inside it; a variable merely named ``connection`` is not reported."""
+    package = tmp_path / "pkg"
+    (package / "services" / "sql").mkdir(parents=True)
+    for init in (package, package / "services", package / "services" / "sql"):
+        (init / "__init__.py").write_text("")
+    offenders = {
+        "imports.py": "from django.db import connection, connections\n",
+        "transaction.py": "from django.db.transaction import get_connection\n",
+        "raw.py": "from django.db.models.expressions import RawSQL\n",
+        "cursor.py": "def f(c):\n    with c.cursor() as cursor:\n        cursor.execute('SELECT 1')\n",
+        "manager.py": "def f(Model):\n    return list(Model.objects.raw('SELECT 1'))\n",
+        "wrapper.py": "def f(db):\n    return db.execute_wrapper(print)\n",
+        "hooks.py": "def f(db):\n    return db.run_on_commit\n",
+        "vendor.py": "import django.db\ndef f():\n    return django.db.connection.vendor\n",
+    }
+    for name, code in offenders.items():
+        (package / "services" / name).write_text(code)
+        (package / "services" / "sql" / name).write_text(code)
+    (package / "client.py").write_text("def f(connection):\n    return connection.sock\n")
+    (package / "http.py").write_text("def f(watch):\n    return watch.connection\n")
+    found = connection_touches(package, "pkg", django_free=("pkg.http",))
+    assert sorted({line.split(":")[0] for line in found}) == sorted(
+        f"pkg.services.{name.removesuffix('.py')}" for name in offenders
+    )

@@ -18,16 +18,16 @@ import json
 import logging
 from typing import Any
 
-from django.db import connections, router
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 from django.utils.translation import gettext as _
 
 from nitro_assistants.admin.conversation import held_summary
-from nitro_assistants.models import Claim, Decision, Event, Review, Thread
+from nitro_assistants.models import Claim, Decision, Review, Thread
 from nitro_assistants.services import changes
 from nitro_assistants.services.claims import pending_decidable
+from nitro_assistants.services.sql import live as sql_live
 
 logger = logging.getLogger("nitro_assistants")
 
@@ -44,25 +44,7 @@ def display_name(first: str | None, last: str | None, username: str | None) -> s
 def marker(user: Any) -> tuple[Any, ...]:
     """(newest event id, newest claim change, newest review id, pending reviews ``user`` may
     decide): one statement, the same on every page."""
-    pending_sql, pending_params = (
-        pending_decidable(user).order_by().values("pk").query.sql_with_params()
-    )
-    event, claim, review = (m._meta.db_table for m in (Event, Claim, Review))
-    alias = router.db_for_read(Review)
-    connection = connections[alias]
-    quote = connection.ops.quote_name
-    # Table and column names are the models' own, quoted by the backend; the one value is a bound
-    # parameter of the compiled queryset.
-    sql = (
-        f"SELECT (SELECT MAX({quote('id')}) FROM {quote(event)}),"  # noqa: S608
-        f" (SELECT MAX({quote('changed_at')}) FROM {quote(claim)}),"
-        f" (SELECT MAX({quote('id')}) FROM {quote(review)}),"
-        f" (SELECT COUNT(*) FROM ({pending_sql}) {quote('decidable')})"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, pending_params)
-        row = cursor.fetchone()
-    return tuple(row)
+    return sql_live.marker(pending_decidable(user))
 
 
 def etag(user: Any, mark: tuple[Any, ...], scope: str) -> str:

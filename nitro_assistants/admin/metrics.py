@@ -8,7 +8,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection, connections
 from django.db.models import (
     Aggregate,
     Count,
@@ -26,6 +25,8 @@ from django.utils import timezone
 
 from nitro_assistants import rules
 from nitro_assistants.models import Decision, Delivery, Review
+from nitro_assistants.services import sql
+from nitro_assistants.services.sql import metrics as sql_metrics
 
 ACTIONS = rules.TOOL_CALL_ACTIONS
 COLORS = {
@@ -175,7 +176,7 @@ def medians(
     day's decisions and the query returns the (one or two) middle rows of each day, never
     every decision. PostgreSQL keeps its aggregate, which costs about 60% of the window query.
     """
-    if connections[decisions.db].vendor == "postgresql":
+    if sql.vendor_of(decisions.db) == "postgresql":
         median = Median(_decision_time(), output_field=DurationField())
         if not by_day:
             value = decisions.aggregate(m=median)["m"]
@@ -222,19 +223,9 @@ def _action_counts(since: datetime.datetime) -> Counter[str]:
         .annotate(n=Count("pk"))
     ):
         counts[str(row["reply__action"])] += row["n"]
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            # The table name comes from the model, never from a request.
-            table = connection.ops.quote_name(Decision._meta.db_table)
-            sql = (
-                "SELECT item->>'action', COUNT(*) FROM " + table + " AS d, "  # noqa: S608
-                "jsonb_array_elements(CASE WHEN jsonb_typeof(d.tool_calls) = 'array' "
-                "THEN d.tool_calls ELSE '[]'::jsonb END) AS item "
-                "WHERE d.decided_at >= %s GROUP BY 1"
-            )
-            cursor.execute(sql, [since])
-            for action, n in cursor.fetchall():
-                counts[str(action)] += n
+    counted = sql_metrics.tool_call_actions(since)
+    if counted is not None:
+        counts.update(counted)
     else:  # SQLite (the example site's default) and the rest: the same count, in Python
         rows = Decision.objects.filter(decided_at__gte=since).values_list("tool_calls", flat=True)
         for calls in rows.iterator():

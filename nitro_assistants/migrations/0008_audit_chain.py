@@ -4,7 +4,7 @@ import django.utils.timezone
 from django.conf import settings
 from django.db import migrations, models
 
-from nitro_assistants import chain
+from nitro_assistants import hashchain
 
 
 def chain_existing_events(apps, schema_editor):
@@ -23,13 +23,13 @@ def chain_existing_events(apps, schema_editor):
     heads = {}
     batch = []
     for pk, thread, verb, data, at, review, run, actor in rows.iterator(chunk_size=2000):
-        key = chain.INSTALLATION if thread is None else str(thread)
+        key = hashchain.INSTALLATION if thread is None else str(thread)
         seq, prev = heads.get(key, (0, ""))
         actor_ref = "" if actor is None else str(actor)
-        content = chain.canonical(
+        content = hashchain.canonical(
             chain=key, verb=verb, data=data, at=at, review=review, run=run, actor=actor_ref
         )
-        hash_ = chain.link_hash(prev, content)
+        hash_ = hashchain.link_hash(prev, content)
         heads[key] = (seq + 1, hash_)
         batch.append(
             Event(
@@ -38,7 +38,7 @@ def chain_existing_events(apps, schema_editor):
                 prev_hash=prev,
                 hash=hash_,
                 actor_ref=actor_ref,
-                data=chain.normalized(data),
+                data=hashchain.normalized(data),
             )
         )
         if len(batch) >= 2000:

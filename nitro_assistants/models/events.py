@@ -35,7 +35,7 @@ class Event(models.Model):
     verb = models.CharField(max_length=40)
     data = models.JSONField(default=dict, blank=True)
     at = models.DateTimeField(default=timezone.now)
-    # The hash chain (nitro_assistants.chain): the event's place in its thread's chain (or the
+    # The hash chain (nitro_assistants.hashchain): the event's place in its thread's chain (or the
     # installation's, for events about no thread), the hash it follows and its own. ``actor_ref``
     # is the actor's pk as written: the hash covers it, so deleting the user (``actor`` becomes
     # empty) leaves the evidence whole while pointing the event at someone else does not.

@@ -11,8 +11,8 @@ from django.db import router, transaction
 from django.dispatch import Signal
 
 from nitro_assistants.models import Event, Review, Run, Thread
-from nitro_assistants.services import writes
-from nitro_assistants.services.chain import append
+from nitro_assistants.services.chain_append import append
+from nitro_assistants.services.sql import writes
 
 #: Events recorded inside :func:`events_batched`, written together when it ends.
 _batch: ContextVar[list[Event] | None] = ContextVar("nitro_assistants_event_batch", default=None)
@@ -23,9 +23,9 @@ def events_batched() -> Iterator[None]:
     """Write the events recorded inside in one INSERT when the block ends (in the caller's
     transaction: the events commit or roll back with the rows they describe). A block that raises
     writes none of them, as a rolled-back transaction would not. Each is chained to the one
-    before it in its thread's chain (:mod:`.chain`): one more query per thread in the batch.
+    before it in its thread's chain (:mod:`.chain_append`): one more query per thread in the batch.
 
-    Row writes made inside through :mod:`.writes` ride on that statement (PostgreSQL, in a
+    Row writes made inside through :mod:`.sql.writes` ride on that statement (PostgreSQL, in a
     transaction): what the block wrote and the events describing it are one statement."""
     if _batch.get() is not None:  # already batching: the outer block writes them
         yield
@@ -36,13 +36,13 @@ def events_batched() -> Iterator[None]:
     try:
         with writes.queued(db) as queue:
             yield
-            queued_writes = queue.take() if queue is not None else []
+            queued = queue.take() if queue is not None else []
     finally:
         _batch.reset(token)
     if pending:
-        append(pending, queued_writes)
+        append(pending, queued)
     else:
-        writes.send(db, queued_writes)
+        writes.send(db, queued)
 
 
 def batching() -> bool:
@@ -78,7 +78,7 @@ def build_event(
     **data: Any,
 ) -> Event:
     """The event :func:`record_event` records, not written (for a caller that writes it in a
-    statement of its own: :func:`nitro_assistants.services.chain.append_gated`)."""
+    statement of its own: :func:`nitro_assistants.services.chain_append.append_gated`)."""
     actor = actor if getattr(actor, "pk", None) else None
     if review is not None and review.interaction_id:
         # Every event of an interaction carries its state: the latest one per interaction is it.

@@ -1,7 +1,7 @@
 """The live pages' change token: a random value in a cache every process shares, replaced after
 each commit that changes what the queue and the review screens show.
 
-Every audit event goes through :func:`nitro_assistants.services.chain.append`, which calls
+Every audit event goes through :func:`nitro_assistants.services.chain_append.append`, which calls
 :func:`changed` for an event about a review (a review's status change, a decision's outcome, a
 new review, an assignment, a claim taken or taken over; a thread's and a run's own events show
 on neither page), and the claims service calls it for the rest (renewals, releases). The live
@@ -29,9 +29,10 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import BaseCache, caches
 from django.core.cache.backends.redis import RedisCache
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS
 
 from nitro_assistants.conf import app_settings
+from nitro_assistants.services import commit_hooks
 
 logger = logging.getLogger("nitro_assistants")
 
@@ -134,12 +135,7 @@ def changed(using: str = DEFAULT_DB_ALIAS) -> None:
     answers with the old token and the next one sees the new. Nothing when there is no token."""
     if cache_alias() is None:
         return
-    connection = connections[using]
-    if connection.in_atomic_block and any(
-        entry[1] is bump for entry in connection.run_on_commit
-    ):  # one new token per commit is enough
-        return
-    transaction.on_commit(bump, using=using)
+    commit_hooks.once(bump, using=using)  # one new token per commit is enough
 
 
 def bump() -> None:

@@ -16,18 +16,20 @@ import logging
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, Group
-from django.db import IntegrityError, connections, router, transaction
+from django.db import IntegrityError, router, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import ConfigurationError, UsageError
-from nitro_assistants.models import Assignment, AuditChain, Claim, Event, Review
-from nitro_assistants.services import chain, changes, rows, writes
+from nitro_assistants.models import Assignment, Claim, Event, Review
+from nitro_assistants.services import chain_append, changes, sql
 from nitro_assistants.services.audit import build_event, record_event
 from nitro_assistants.services.decisions import decidable_by
 from nitro_assistants.services.interactions import username
+from nitro_assistants.services.sql import claims as sql_claims
+from nitro_assistants.services.sql import writes
 
 logger = logging.getLogger("nitro_assistants")
 
@@ -53,21 +55,17 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
             review=review, user=user, claimed_at=now, expires_at=now
         )
     claim = Claim(review=review, user=user, claimed_at=now, expires_at=until)
-    if connections[router.db_for_write(Claim)].vendor == "postgresql" and not (
-        writes.watched(Claim) or writes.watched(Event)
-    ):
+    if sql.postgresql(Claim) and not (writes.watched(Claim) or writes.watched(Event)):
         # The first claim and its event: one statement, no transaction. A claim already there
         # (a renewal, a take-over) is left to the statements below.
         first = _claimed_with_event(claim)
         if first is not None:
             return first
         # Renewing one's own live claim: one statement too.
-        renewed = list(
-            Claim.objects.raw(*_renewal_sql(claim, connections[router.db_for_write(Claim)]))
-        )
-        if renewed:
+        renewed = sql_claims.renew(claim)
+        if renewed is not None:
             changes.changed()  # a renewal writes no event (the live pages show the lease)
-            return renewed[0]
+            return renewed
     with transaction.atomic():
         # A write first: renewing one's own live claim is this one statement, and the
         # transaction holds its write lock from the start (SQLite would otherwise refuse one
@@ -116,62 +114,29 @@ def claim_review(review: Review, user: Any, *, take_over: bool = False) -> Claim
         return current
 
 
-def _renewal_sql(claim: Claim, connection: Any) -> tuple[str, list[Any]]:
-    """``UPDATE`` the live claim ``claim.user`` holds on its review to ``claim``'s lease,
-    ``RETURNING`` it (no row: none)."""
-    qn = connection.ops.quote_name
-    at = Claim._meta.get_field("expires_at")
-    prep = [at.get_db_prep_save(v, connection) for v in (claim.expires_at, claim.claimed_at)]
-    sql = (
-        f"UPDATE {qn(Claim._meta.db_table)} SET {qn('expires_at')} = %s, "  # noqa: S608
-        f"{qn('changed_at')} = %s WHERE {qn(str(Claim._meta.get_field('review').column))} = %s "
-        f"AND {qn(str(Claim._meta.get_field('user').column))} = %s AND {qn('expires_at')} > %s "
-        "RETURNING *"
-    )
-    return sql, [prep[0], prep[1], claim.review_id, claim.user_id, prep[1]]
-
-
 def _claimed_with_event(claim: Claim) -> Claim | None:
     """PostgreSQL: insert ``claim`` unless its review has one, and append its
     ``review_claimed`` event when it was inserted, in one statement (the insert is the
-    statement's gate, :class:`chain.Gate`); the claim saved, or None with nothing written. Only
-    when the thread's chain has a head (every thread's has, from its first event on)."""
+    statement's gate, :class:`.sql.events.GatingWrite`); the claim saved, or None with nothing
+    written. Only when the thread's chain has a head (every thread's has, from its first event
+    on)."""
     claim.changed_at = claim.claimed_at
     review = claim.review
     event = build_event(review.thread, "review_claimed", review=review, actor=claim.user)
-    connection = connections[router.db_for_write(Claim)]
-    qn = connection.ops.quote_name
-    fields = [f for f in Claim._meta.concrete_fields if not f.primary_key]
-    casts = ", ".join(rows.cast(f, connection) for f in fields)
-    head = qn(AuditChain._meta.db_table)
-    gate = chain.Gate(
-        ctes=[
-            f"claim_row AS (INSERT INTO {qn(Claim._meta.db_table)} "  # noqa: S608
-            f"({', '.join(qn(str(f.column)) for f in fields)}) SELECT {casts} "
-            f"WHERE EXISTS (SELECT 1 FROM {head} WHERE chain = %s) "
-            f"ON CONFLICT ({qn(str(Claim._meta.get_field('review').column))}) DO NOTHING "
-            f"RETURNING {qn(str(Claim._meta.pk.column))})"
-        ],
-        params=[
-            *(f.get_db_prep_save(f.pre_save(claim, True), connection) for f in fields),
-            str(review.thread.thread_id),
-        ],
-        condition="EXISTS (SELECT 1 FROM claim_row)",
-        returning="(SELECT * FROM claim_row)",
-    )
-    if not chain.append_gated([event], gate):
+    gate = sql_claims.first_claim_gate(claim, str(review.thread.thread_id))
+    if not chain_append.append_gated([event], gate):
         return None
     claim.pk = gate.returned
     claim._state.adding = False
-    claim._state.db = connection.alias
+    claim._state.db = router.db_for_write(Claim)
     return claim
 
 
 def _insert_claim(claim: Claim) -> Claim | None:
     """Insert ``claim`` unless its review has one (``ON CONFLICT DO NOTHING``: one statement,
     no savepoint to recover from a lost race); the claim saved, or None when there was one.
-    While a host's receiver watches claims (:func:`.writes.watched`), ``save()`` in a savepoint
-    instead, which sends them the claim (asked first whether the review has one: their
+    While a host's receiver watches claims (:func:`.sql.writes.watched`), ``save()`` in a
+    savepoint instead, which sends them the claim (asked first whether the review has one: their
     ``pre_save`` is not sent for a claim that is not written, but in a lost race)."""
     claim.changed_at = claim.claimed_at
     if writes.watched(Claim):
@@ -183,25 +148,7 @@ def _insert_claim(claim: Claim) -> Claim | None:
         except IntegrityError:  # the review has one
             return None
         return claim
-    connection = connections[router.db_for_write(Claim)]
-    qn = connection.ops.quote_name
-    fields = [f for f in Claim._meta.concrete_fields if not f.primary_key]
-    sql = (
-        f"INSERT INTO {qn(Claim._meta.db_table)} ({', '.join(qn(str(f.column)) for f in fields)}) "  # noqa: S608
-        f"VALUES ({', '.join(['%s'] * len(fields))}) "
-        f"ON CONFLICT ({qn(str(Claim._meta.get_field('review').column))}) DO NOTHING "
-        f"RETURNING {qn(str(Claim._meta.pk.column))}"
-    )
-    values = [f.get_db_prep_save(f.pre_save(claim, True), connection) for f in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, values)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    claim.pk = row[0]
-    claim._state.adding = False
-    claim._state.db = connection.alias
-    return claim
+    return sql_claims.insert_unless_claimed(claim)
 
 
 def release_claim(review: Review, user: Any) -> bool:

@@ -10,9 +10,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from django.db import connections, router, transaction
+from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
-from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from nitro_assistants import rules
@@ -31,12 +30,13 @@ from nitro_assistants.exceptions import (
     ThreadResumptionError,
 )
 from nitro_assistants.models import Approval, Decision, Review, Run, Thread
-from nitro_assistants.services import clients, policy_enforcement, rows, writes
+from nitro_assistants.services import clients, policy_enforcement
 from nitro_assistants.services.audit import events_batched
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.interactions import decide_interaction, username
 from nitro_assistants.services.lifecycle import supersede, transition
 from nitro_assistants.services.policy_enforcement import gate
+from nitro_assistants.services.sql import ids, reads, writes
 
 #: Who is deciding: through the admin, through the JSON API, from a Slack card, by replying to a
 #: notification e-mail, or code of the host project (the shell, a policy), which brings its own
@@ -338,13 +338,11 @@ def _deciding_reviews() -> QuerySet[Review]:
     reviews = Review.objects.select_related(
         "thread", "decision", "handling__group"
     ).select_for_update(of=("self",), no_key=True)
-    connection = connections[router.db_for_write(Review)]
-    if connection.vendor == "postgresql":
-        # The id the decision will have (:data:`DECISION_ID`): inserted with the decision's
-        # events then, not in a statement of its own. Unused (a replay, an approval, an
-        # error), it is a gap in the ids.
-        table = connection.ops.quote_name(Decision._meta.db_table)
-        next_id = RawSQL("nextval(pg_get_serial_sequence(%s, 'id'))", [table])
+    # The id the decision will have (:data:`DECISION_ID`) on PostgreSQL: inserted with the
+    # decision's events then, not in a statement of its own. Unused (a replay, an approval, an
+    # error), it is a gap in the ids.
+    next_id = ids.next_id(Decision)
+    if next_id is not None:
         reviews = reviews.annotate(**{DECISION_ID: next_id})
     return reviews
 
@@ -354,12 +352,12 @@ def _deciding_reviews() -> QuerySet[Review]:
 DECISION_ID = "next_decision_id"
 
 
-#: The read of :func:`_locked_for_decision`, compiled once (:mod:`.rows`, issue 21).
-_DECIDING = rows.Read(_deciding_reviews)
+#: The read of :func:`_locked_for_decision`, compiled once (:mod:`.sql.reads`, issue 21).
+_DECIDING = reads.Read(_deciding_reviews)
 
 
 @functools.cache
-def _deciding_read(through: type[Any]) -> rows.Read[Review]:
+def _deciding_read(through: type[Any]) -> reads.Read[Review]:
     """:data:`_DECIDING` with ``reviewer_in_group``: whether the user (the one parameter) is in
     the group of the review's handling, by the user model's groups table ``through``."""
 
@@ -367,7 +365,7 @@ def _deciding_read(through: type[Any]) -> rows.Read[Review]:
         member = through.objects.filter(user_id=user_pk, group_id=OuterRef("handling__group_id"))
         return _deciding_reviews().annotate(reviewer_in_group=Exists(member))
 
-    return rows.Read(build, params=[through._meta.get_field("user")])
+    return reads.Read(build, params=[through._meta.get_field("user")])
 
 
 def dismiss(review: Review | int, user: Any, *, via: Channel = None) -> Review:
@@ -426,7 +424,7 @@ def _record(review: Review, user: Any, cleaned: Mapping[str, Any], channel: str)
     real_user = user if getattr(user, "pk", None) else None
     answers = cleaned.get("answers")
     # Its pk is made here. On PostgreSQL the decision (its id read with the review's lock), the
-    # run and the review's status ride on the events' statement (:mod:`.writes`; foreign keys
+    # run and the review's status ride on the events' statement (:mod:`.sql.writes`; foreign keys
     # are checked at commit); otherwise the decision is inserted first.
     run = Run(
         thread=review.thread,

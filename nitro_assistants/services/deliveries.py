@@ -14,7 +14,7 @@ from nitro_assistants import signals
 from nitro_assistants.conf import app_settings
 from nitro_assistants.models import Delivery, Event, Run, Thread
 from nitro_assistants.services.audit import record_event, send_on_commit
-from nitro_assistants.services.chain import append
+from nitro_assistants.services.chain_append import append
 
 
 def _when(value: Any) -> datetime.datetime | None:
@@ -129,7 +129,7 @@ def sweep_deliveries(now: datetime.datetime | None = None) -> dict[str, int]:
             Delivery.objects.filter(pk__in=[d.pk for d in batch]).update(
                 alerted_at=now, alerted_status=F("status")
             )
-            append(  # chained like every event (services.chain), in one INSERT
+            append(  # chained like every event (services.chain_append), in one INSERT
                 [
                     Event(
                         thread=d.thread,

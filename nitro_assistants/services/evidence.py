@@ -9,7 +9,7 @@ lists the mismatches and ``execution_mismatched`` is sent.
 
 :func:`export_rows` streams the trail (every event, or a thread's, an assistant's, a time
 range's) in ``seq`` order per chain and ends with the head of each chain it covers, so whoever
-receives it can walk the chain on their own (``nitro_assistants.chain``) and compare the heads
+receives it can walk the chain on their own (``nitro_assistants.hashchain``) and compare the heads
 with a later export. :func:`write_jsonl` and :func:`write_csv` write it; :func:`verify_export`
 checks one with the installation's ``AUDIT_KEY`` (which vouches for the prune checkpoints).
 """
@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from django.db.models import Q, QuerySet
 
-from nitro_assistants import chain, rules, signals
+from nitro_assistants import hashchain, rules, signals
 from nitro_assistants.conf import app_settings
 from nitro_assistants.models import AuditChain, Decision, Event, Review, Run, Thread
 from nitro_assistants.services.audit import record_event, send_on_commit
@@ -180,9 +180,9 @@ def _tool_calls_record(
                     | about
                 )
                 continue
-            if ran_call.get("name") != name or chain.normalized(
+            if ran_call.get("name") != name or hashchain.normalized(
                 ran_call.get("args")
-            ) != chain.normalized(want):
+            ) != hashchain.normalized(want):
                 diff = args_diff(want, ran_call.get("args"))
                 found.append(
                     _mismatch(
@@ -335,7 +335,7 @@ def args_diff(before: Any, after: Any) -> dict[str, dict[str, Any]]:
     return {
         key: {"from": before.get(key), "to": after.get(key)}
         for key in sorted(set(before) | set(after))
-        if chain.normalized(before.get(key)) != chain.normalized(after.get(key))
+        if hashchain.normalized(before.get(key)) != hashchain.normalized(after.get(key))
     }
 
 
@@ -416,7 +416,7 @@ def export_rows(
     for pk, thread, seq, assistant, review, run, actor, verb, data, at, prev, hash_ in rows:
         yield {
             "id": pk,
-            "chain": chain.INSTALLATION if thread is None else str(thread),
+            "chain": hashchain.INSTALLATION if thread is None else str(thread),
             "seq": seq,
             "thread": None if thread is None else str(thread),
             "assistant": assistant,
@@ -425,7 +425,7 @@ def export_rows(
             "actor": actor or None,
             "verb": verb,
             "data": data,
-            "at": chain.timestamp(at),
+            "at": hashchain.timestamp(at),
             "prev_hash": prev,
             "hash": hash_,
         }
@@ -449,10 +449,12 @@ def _heads(threads: QuerySet[Thread] | None) -> Iterator[tuple[str, int, str]]:
         yield from heads.filter(chain__in=batch)
 
 
-def verify_export(rows: Iterable[dict[str, Any]], *, partial: bool = False) -> list[chain.Break]:
-    """:func:`chain.verify_export` with this installation's ``AUDIT_KEY``: each chain of the
+def verify_export(
+    rows: Iterable[dict[str, Any]], *, partial: bool = False
+) -> list[hashchain.Break]:
+    """:func:`hashchain.verify_export` with this installation's ``AUDIT_KEY``: each chain of the
     export must start at seq 1 or right after a checkpoint signed with it."""
-    return chain.verify_export(rows, key=app_settings.AUDIT_KEY, partial=partial)
+    return hashchain.verify_export(rows, key=app_settings.AUDIT_KEY, partial=partial)
 
 
 def jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:

@@ -18,9 +18,9 @@ from django.utils import timezone
 from nitro_assistants import rules, signals
 from nitro_assistants.exceptions import ReviewStateError
 from nitro_assistants.models import Decision, Review, Run
-from nitro_assistants.services import writes
 from nitro_assistants.services.audit import record_event, send_on_commit
 from nitro_assistants.services.evidence import record_decision
+from nitro_assistants.services.sql import writes
 
 #: The audit verb and signal of a move to each status (a decision's own statuses all record
 #: ``review_decided``; a plan that ends records ``plan_completed``/``plan_failed``).

@@ -6,20 +6,32 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from nitro_assistants import rules, signals
 from nitro_assistants.models import Claim, Decision, Review, Run, Thread
 from nitro_assistants.operations import get_operation
-from nitro_assistants.services import rows, writes
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.lifecycle import supersede, transition
 from nitro_assistants.services.policy_enforcement import review_mirrored, ruleset
+from nitro_assistants.services.sql import ids, reads, writes
 
-#: A thread's row locked (compiled once, :mod:`.rows`), as a new message and a sync lock it.
-_LOCKED_THREAD = rows.Read(lambda: Thread.objects.select_for_update(no_key=True))
+#: The annotation of the thread's locked read on PostgreSQL (and the attribute of the caller's
+#: thread it is kept in): an id taken from the reviews' sequence for the review the mirror may
+#: insert, which then rides on the events' statement instead of being an INSERT of its own.
+REVIEW_ID = "next_review_id"
+
+
+def _locked_thread() -> QuerySet[Thread]:
+    threads = Thread.objects.select_for_update(no_key=True)
+    next_id = ids.next_id(Review)
+    return threads if next_id is None else threads.annotate(**{REVIEW_ID: next_id})
+
+
+#: A thread's row locked (compiled once, :mod:`.sql.reads`), as a new message and a sync lock it.
+_LOCKED_THREAD = reads.Read(_locked_thread)
 
 
 def lock_thread(thread: Thread) -> None:
@@ -28,7 +40,21 @@ def lock_thread(thread: Thread) -> None:
     (a new message, a sync, another mirror) holds that lock, and the mirror's read of them comes
     in a statement after it, which sees what they committed. Taken before the rows the caller
     writes next (a review, a decision): a thread's row is locked before its reviews' rows."""
-    _LOCKED_THREAD.get(thread.pk)
+    locked = _LOCKED_THREAD.get(thread.pk)
+    setattr(thread, REVIEW_ID, getattr(locked, REVIEW_ID, None))
+
+
+def _new_review(thread: Thread, run: Run | None, fields: dict[str, Any]) -> Review:
+    """``Review.objects.create(...)``; with the id :func:`lock_thread` took, queued to ride on
+    the events' statement (:func:`.sql.writes.insert`: saved at once where nothing is queued, or
+    while a receiver watches reviews). One review per id taken."""
+    review = Review(thread=thread, run=run, **fields)
+    review.pk = getattr(thread, REVIEW_ID, None)
+    setattr(thread, REVIEW_ID, None)
+    if review.pk is None:
+        review.save(force_insert=True)
+        return review
+    return writes.insert(review)
 
 
 def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str, Any]]) -> Run:
@@ -128,21 +154,21 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
             supersede(current, reason="vanished")
         return None
     fields = _review_fields(thread, pending)
-    ids = set(fields["interrupt_ids"])
+    interrupt_ids = set(fields["interrupt_ids"])
     for known in unapplied:
-        if set(known.interrupt_ids) == ids:
+        if set(known.interrupt_ids) == interrupt_ids:
             return _stuck(known, run, fields)
     if fields["payload"].get("error") and fields["kind"] in rules.DIALECT_KINDS:
         # Still stuck on a pause already shown as failed: the same review, failed once.
         for failed in thread.reviews.filter(status=Review.Status.FAILED).order_by("-pk")[:5]:
-            if set(failed.interrupt_ids) == ids:
+            if set(failed.interrupt_ids) == interrupt_ids:
                 return failed
     if current is not None:
         supersede(current, reason="replaced")
-    # The rules are read before the review is inserted: with no write queued, neither read
-    # nor insert sends one first.
+    # The rules are read before the review is queued: with no write queued, the read sends none
+    # first.
     rule_set = ruleset()
-    review = Review.objects.create(thread=thread, run=run, **fields)
+    review = _new_review(thread, run, fields)
     if (
         current is not None
         and review.interaction_id

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.core.cache import caches
-from django.db import DEFAULT_DB_ALIAS, connections, router, transaction
+from django.db import DEFAULT_DB_ALIAS, router
 from django.db.models import Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
@@ -44,9 +44,10 @@ from nitro_assistants import policy_rules, rules
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import InteractionDecisionError, PolicyForbiddenError
 from nitro_assistants.models import Approval, Policy, Review, ReviewHandling
-from nitro_assistants.services import changes, writes
+from nitro_assistants.services import changes, commit_hooks
 from nitro_assistants.services.audit import record_event
 from nitro_assistants.services.enqueue import enqueue
+from nitro_assistants.services.sql import writes
 
 logger = logging.getLogger("nitro_assistants")
 
@@ -181,7 +182,7 @@ def rules_changed(using: str = DEFAULT_DB_ALIAS) -> None:
     rules are checked on every use."""
     if _stamp_cache() is None:
         return
-    transaction.on_commit(_forget_stamp, using=using)
+    commit_hooks.once(_forget_stamp, using=using)
 
 
 def _forget_stamp() -> None:
@@ -202,10 +203,7 @@ def _unsaved_writes() -> bool:
     """Whether the current transaction wrote a rule it has not committed: its rows are only its
     own to see, so the rules it reads must not be kept under the shared stamp (Django forgets
     the callbacks of a transaction or savepoint rolled back)."""
-    connection = connections[router.db_for_read(Policy)]
-    return connection.in_atomic_block and any(
-        entry[1] is _forget_stamp for entry in connection.run_on_commit
-    )
+    return commit_hooks.waiting(_forget_stamp, using=router.db_for_read(Policy))
 
 
 def evaluate(

@@ -20,7 +20,7 @@ from nitro_assistants.exceptions import (
     ThreadResumptionError,
 )
 from nitro_assistants.models import Decision, Review, Run, Thread
-from nitro_assistants.services import clients, rows, writes
+from nitro_assistants.services import clients
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.decisions import pending_review_of
@@ -33,14 +33,15 @@ from nitro_assistants.services.runs import (
     ACTIVE_REMOTE_STATUSES,
     RUN_KEY,
     collect_turn,
-    count_decided_attempt,
     fail_run,
     find_remote_run,
     webhook_url,
 )
+from nitro_assistants.services.sql import reads, writes
+from nitro_assistants.services.sql.runs import count_decided_attempt
 
-#: The read of :func:`execute_resume`, compiled once (:mod:`.rows`, issue 21).
-_RESUMING = rows.Read(
+#: The read of :func:`execute_resume`, compiled once (:mod:`.sql.reads`, issue 21).
+_RESUMING = reads.Read(
     lambda: Decision.objects.select_for_update(of=("self",)).select_related(
         "run", "review", "review__thread"
     )

@@ -7,29 +7,28 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.core import signing
-from django.db import connections, router, transaction
-from django.db.models import F, QuerySet, Value
-from django.db.models.functions import Coalesce
+from django.db import transaction
 from django.utils import timezone
 
 from nitro_assistants import signals
 from nitro_assistants.client import RunResult
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError, RunError
-from nitro_assistants.models import Decision, Event, Run, Thread
-from nitro_assistants.services import clients, rows, writes
+from nitro_assistants.models import Event, Run, Thread
+from nitro_assistants.services import clients, sql
 from nitro_assistants.services.audit import (
     build_event,
     events_batched,
     record_event,
     send_on_commit,
 )
-from nitro_assistants.services.chain import insert_thread, new_chain
+from nitro_assistants.services.chain_append import new_chain, start_thread
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.errors import clean_error, error_text
 from nitro_assistants.services.lifecycle import close_failed_decision, supersede_pending_review
 from nitro_assistants.services.mirror import lock_thread, record_result
+from nitro_assistants.services.sql import reads, writes
 
 #: Key of the remote run's metadata that carries the local Run's UUID (the idempotency key).
 RUN_KEY = "nitro_run_id"
@@ -37,8 +36,8 @@ WEBHOOK_SALT = "nitro_assistants.webhook"
 ACTIVE_REMOTE_STATUSES = frozenset({"pending", "running"})
 ENDED_REMOTE_STATUSES = frozenset({"success", "interrupted"})
 
-#: A run locked (only its row) with its thread: compiled once (:mod:`.rows`, issue 21).
-_LOCKED_RUN = rows.Read(
+#: A run locked (only its row) with its thread: compiled once (:mod:`.sql.reads`, issue 21).
+_LOCKED_RUN = reads.Read(
     lambda: Run.objects.select_for_update(of=("self",), no_key=True).select_related("thread")
 )
 
@@ -75,7 +74,7 @@ def start_run(
     changed: list[str] = []
     if (
         isinstance(thread, str)
-        and connections[router.db_for_write(Thread)].vendor == "postgresql"
+        and sql.postgresql(Thread)
         # A host's save receivers see the thread and the run saved as on every database.
         and not any(writes.watched(model) for model in (Thread, Run, Event))
     ):
@@ -113,7 +112,7 @@ def start_run(
             # For the worker to merge into the server's thread before the run (one the server
             # does not have yet is created by the run, with all of Thread.metadata).
             run_input["thread_metadata"] = metadata
-        # Rides on the events' statement (:mod:`.writes`): its pk is made here.
+        # Rides on the events' statement (:mod:`.sql.writes`): its pk is made here.
         run = writes.insert(
             Run(
                 thread=thread,
@@ -135,7 +134,7 @@ def _start_new_thread(
     metadata: dict[str, Any] | None,
 ) -> Run:
     """:func:`start_run` for a new thread on PostgreSQL: the thread, its run and their two
-    events are one statement (:func:`nitro_assistants.services.chain.insert_thread`)."""
+    events are one statement (:func:`nitro_assistants.services.chain_append.start_thread`)."""
     clients.assistant_for(key)  # unknown key: UnknownAssistantError before anything is stored
     person = user if getattr(user, "pk", None) else None
     thread = Thread(
@@ -146,7 +145,7 @@ def _start_new_thread(
         build_event(thread, "thread_opened", actor=user, assistant_key=key),
         build_event(thread, "run_requested", run=run, actor=user, messages=payload),
     ]
-    insert_thread(thread, [run], events)
+    start_thread(thread, [run], events)
     enqueue("nitro_assistants.run_thread", str(run.pk))
     return run
 
@@ -202,35 +201,6 @@ def execute_run(run: Run | uuid.UUID | str) -> Run:
         if is_transient(exc):
             raise
         return fail_run(run, _error_text(exc))
-
-
-def count_attempt(runs: QuerySet[Run]) -> int:
-    """Count an attempt at ``runs`` and mark them running, in one statement committed before
-    anything is sent (a later delivery that sees ``attempts > 1`` looks for the remote run)."""
-    return runs.update(
-        attempts=F("attempts") + 1,
-        status=Run.Status.RUNNING,
-        started_at=Coalesce("started_at", Value(timezone.now())),
-    )
-
-
-def count_decided_attempt(decision_pk: Any) -> int:
-    """:func:`count_attempt` on the resume run of a decision still pending: one statement,
-    written out (what the ORM would send, without compiling it each time)."""
-    connection = connections[router.db_for_write(Run)]
-    qn = connection.ops.quote_name
-    now = Run._meta.get_field("started_at").get_db_prep_save(timezone.now(), connection)
-    sql = (
-        f"UPDATE {qn(Run._meta.db_table)} SET {qn('attempts')} = {qn('attempts')} + 1, "  # noqa: S608
-        f"{qn('status')} = %s, {qn('started_at')} = COALESCE({qn('started_at')}, %s) "
-        f"WHERE {qn('id')} = (SELECT {qn('run_id')} FROM {qn(Decision._meta.db_table)} "
-        f"WHERE {qn('id')} = %s AND {qn('outcome')} = %s)"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql, [str(Run.Status.RUNNING), now, int(decision_pk), str(Decision.Outcome.PENDING)]
-        )
-        return int(cursor.rowcount)
 
 
 def claim_run(pk: Any) -> Run:

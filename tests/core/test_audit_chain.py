@@ -12,11 +12,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from nitro_assistants import chain as pure_chain
-from nitro_assistants import signals
+from nitro_assistants import hashchain, signals
 from nitro_assistants.models import AuditChain, Event, Review, Thread
-from nitro_assistants.services import api_keys, chain, decide
+from nitro_assistants.services import api_keys, chain_verify, decide
 from nitro_assistants.services.audit import events_batched, record_event
+from nitro_assistants.services.sql import events as sql_events
 from tests.factories import ReviewFactory, ThreadFactory
 from tests.reliability.test_concurrent_decisions import race
 
@@ -40,21 +40,21 @@ def cut_behind_a_forged_checkpoint(
     head = AuditChain.objects.get(chain=key)
     at = timezone.now()
     data: dict[str, Any] = {
-        "before": pure_chain.timestamp(at),
+        "before": hashchain.timestamp(at),
         "events": through,
         "first_seq": 1,
         "from_hash": "",
         "through_seq": through,
         "through_hash": last.hash,
-        "pruned_at": pure_chain.timestamp(at),
+        "pruned_at": hashchain.timestamp(at),
     }
     if sign_with is not None:
-        data["signature"] = pure_chain.sign_checkpoint(sign_with, key, data)
-    content = pure_chain.canonical(chain=key, verb=pure_chain.PRUNED, data=data, at=at)
-    hash_ = pure_chain.link_hash(head.hash, content)
+        data["signature"] = hashchain.sign_checkpoint(sign_with, key, data)
+    content = hashchain.canonical(chain=key, verb=hashchain.PRUNED, data=data, at=at)
+    hash_ = hashchain.link_hash(head.hash, content)
     forged = Event.objects.create(
         thread=thread,
-        verb=pure_chain.PRUNED,
+        verb=hashchain.PRUNED,
         data=data,
         at=at,
         seq=head.seq + 1,
@@ -79,7 +79,7 @@ def execute(sql: str, params: list[Any]) -> None:
 
 
 def test_an_empty_database_verifies() -> None:
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.ok and result.events == 0 and result.chains == 0
 
 
@@ -96,7 +96,7 @@ def test_events_are_chained_per_thread_and_verify() -> None:
     assert (head.seq, head.hash) == (3, a[-1].hash)
     stored = Event.objects.get(pk=a[1].pk)
     assert (stored.seq, stored.prev_hash, stored.hash) == (2, a[0].hash, a[1].hash)
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.ok, result.broken
     assert (result.events, result.chains) == (6, 3)
 
@@ -110,13 +110,13 @@ def test_a_batch_is_one_insert_and_one_head_query_per_thread() -> None:
     writes = [q["sql"] for q in queries.captured_queries]
     # A head per thread (two), then the INSERT (which moves the heads on PostgreSQL).
     assert len(writes) == (3 if connection.vendor == "postgresql" else 5), writes
-    assert chain.verify().ok
+    assert chain_verify.verify().ok
 
 
 def test_an_edited_event_is_named() -> None:
     events = trail(ThreadFactory())
     execute("UPDATE {table} SET data = %s WHERE id = %s", ['{"n": 99}', events[2].pk])
-    result = chain.verify()
+    result = chain_verify.verify()
     assert not result.ok
     assert result.broken is not None
     assert result.broken.pk == events[2].pk
@@ -127,14 +127,14 @@ def test_a_moved_timestamp_is_an_edit() -> None:
     events = trail(ThreadFactory())
     later = timezone.now() + datetime.timedelta(days=1)
     execute("UPDATE {table} SET at = %s WHERE id = %s", [later, events[1].pk])
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.broken is not None and result.broken.pk == events[1].pk
 
 
 def test_a_deleted_event_is_named_by_the_one_after_it() -> None:
     events = trail(ThreadFactory())
     execute("DELETE FROM {table} WHERE id = %s", [events[2].pk])
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.broken is not None
     assert result.broken.pk == events[3].pk
     assert "1 event(s) missing before" in result.broken.problem
@@ -144,7 +144,7 @@ def test_a_deleted_event_is_named_by_the_one_after_it() -> None:
 def test_a_deleted_tail_shows_against_the_head() -> None:
     events = trail(ThreadFactory())
     execute("DELETE FROM {table} WHERE id = %s", [events[-1].pk])
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.broken is not None
     assert result.broken.pk == events[-2].pk
     assert "not where its head says" in result.broken.problem
@@ -156,7 +156,7 @@ def test_reordered_events_are_named() -> None:
     execute("UPDATE {table} SET seq = 1000 WHERE id = %s", [events[1].pk])
     execute("UPDATE {table} SET seq = 2 WHERE id = %s", [events[2].pk])
     execute("UPDATE {table} SET seq = 3 WHERE id = %s", [events[1].pk])
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.broken is not None
     assert result.broken.pk == events[2].pk
     assert "out of place" in result.broken.problem
@@ -171,7 +171,7 @@ def test_an_inserted_event_is_named() -> None:
         [thread.pk, "{}", events[2].at],
     )
     inserted = Event.objects.get(verb="review_decided")
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.broken is not None
     assert result.broken.pk == inserted.pk
     assert "not chained" in result.broken.problem
@@ -184,9 +184,9 @@ def test_an_inserted_event_with_a_forged_place_is_named() -> None:
     execute("UPDATE {table} SET seq = seq + 1000 WHERE thread_id = %s AND seq >= 3", [thread.pk])
     execute("UPDATE {table} SET seq = seq - 999 WHERE thread_id = %s AND seq > 1000", [thread.pk])
     forged = Event(thread=thread, verb="review_decided", data={}, at=events[2].at)
-    chain._prepare(forged, str(thread.thread_id), "f" * 64, 3)  # a plausible, wrong link
+    sql_events.link(forged, str(thread.thread_id), "f" * 64, 3)  # a plausible, wrong link
     forged.save()
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.broken is not None
     assert result.broken.pk == forged.pk
 
@@ -197,7 +197,7 @@ def test_pointing_an_event_at_another_actor_is_named(django_user_model: Any) -> 
     thread = ThreadFactory()
     event = record_event(thread, "review_decided", actor=alice)
     execute("UPDATE {table} SET actor_id = %s WHERE id = %s", [mallory.pk, event.pk])
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.broken is not None and result.broken.pk == event.pk
     assert "another actor" in result.broken.problem
 
@@ -206,7 +206,7 @@ def test_deleting_a_user_keeps_the_trail_whole(django_user_model: Any) -> None:
     alice = django_user_model.objects.create(username="alice")
     record_event(ThreadFactory(), "review_decided", actor=alice)
     alice.delete()
-    assert chain.verify().ok
+    assert chain_verify.verify().ok
 
 
 def test_verify_one_thread_or_a_time_range() -> None:
@@ -214,12 +214,12 @@ def test_verify_one_thread_or_a_time_range() -> None:
     events = trail(first)
     trail(second)
     execute("UPDATE {table} SET data = %s WHERE id = %s", ['{"n": 99}', events[3].pk])
-    assert chain.verify(thread=second).ok
-    assert chain.verify(thread=first).broken.pk == events[3].pk  # type: ignore[union-attr]
-    ranged = chain.verify(since=events[1].at, until=events[3].at)
+    assert chain_verify.verify(thread=second).ok
+    assert chain_verify.verify(thread=first).broken.pk == events[3].pk  # type: ignore[union-attr]
+    ranged = chain_verify.verify(since=events[1].at, until=events[3].at)
     assert ranged.ok and ranged.events == 2  # events[1] and [2]
     execute("DELETE FROM {table} WHERE id = %s", [events[0].pk])
-    ranged = chain.verify(since=events[1].at, until=events[3].at)
+    ranged = chain_verify.verify(since=events[1].at, until=events[3].at)
     assert ranged.broken is not None and ranged.broken.pk == events[1].pk
 
 
@@ -227,7 +227,7 @@ def test_a_deleted_thread_leaves_its_head_and_shows() -> None:
     thread = ThreadFactory()
     trail(thread)
     thread.delete()
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.broken is not None
     assert result.broken.chain == str(thread.thread_id)
     assert "0 " not in result.broken.found or "missing" in result.broken.problem
@@ -242,10 +242,10 @@ def test_the_periodic_check_signals_a_break() -> None:
 
     signals.audit_broken.connect(receiver)
     try:
-        assert chain.verify_and_signal().ok
+        assert chain_verify.verify_and_signal().ok
         assert received == []
         execute("DELETE FROM {table} WHERE id = %s", [events[1].pk])
-        assert not chain.verify_and_signal().ok
+        assert not chain_verify.verify_and_signal().ok
     finally:
         signals.audit_broken.disconnect(receiver)
     assert len(received) == 1
@@ -270,7 +270,7 @@ def test_prune_keeps_the_chain_verifiable_and_spares_open_reviews(
     trail(recent, 2)
     record_event(old, "new_one")
     admin = django_user_model.objects.create(username="admin")
-    result = chain.prune(long_ago + datetime.timedelta(days=1), actor=admin)
+    result = chain_verify.prune(long_ago + datetime.timedelta(days=1), actor=admin)
     assert (result.events, result.chains, result.kept_open) == (3, 1, 1)
     assert Event.objects.filter(thread=busy).count() == 3
     left = list(Event.objects.filter(thread=old).order_by("seq").values_list("verb", "seq"))
@@ -279,28 +279,30 @@ def test_prune_keeps_the_chain_verifiable_and_spares_open_reviews(
     assert checkpoint.data["through_seq"] == 3 and checkpoint.data["events"] == 3
     summary = Event.objects.get(thread=None, verb="audit_pruned")
     assert summary.data["events"] == 3 and summary.actor == admin
-    verification = chain.verify()
+    verification = chain_verify.verify()
     assert verification.ok, verification.broken
     # A second prune past the first checkpoint: the new checkpoint covers both.
     # (old: the event left and the checkpoint; recent: 2; the installation's: the first prune)
-    assert chain.prune(timezone.now() + datetime.timedelta(seconds=1)).events == 5
-    assert chain.verify().ok
+    assert chain_verify.prune(timezone.now() + datetime.timedelta(seconds=1)).events == 5
+    assert chain_verify.verify().ok
     checkpoint = Event.objects.get(thread=old, verb="audit_pruned")
     # The checkpoint is chained like any event: forging what it says shows.
     execute(
         "UPDATE {table} SET data = %s WHERE id = %s",
         ['{"through_seq": 2, "through_hash": "x", "events": 2, "before": "x"}', checkpoint.pk],
     )
-    assert chain.verify().broken.pk == checkpoint.pk  # type: ignore[union-attr]
+    assert chain_verify.verify().broken.pk == checkpoint.pk  # type: ignore[union-attr]
 
 
 def test_prune_refuses_without_an_audit_key() -> None:
     thread = ThreadFactory()
     old_trail(thread, timezone.now() - datetime.timedelta(days=400))
-    with pytest.raises(chain.PruneError, match=r"Pruning needs NITRO_ASSISTANTS\['AUDIT_KEY'\]"):
-        chain.prune(timezone.now())
+    with pytest.raises(
+        chain_verify.PruneError, match=r"Pruning needs NITRO_ASSISTANTS\['AUDIT_KEY'\]"
+    ):
+        chain_verify.prune(timezone.now())
     assert Event.objects.count() == 3  # nothing deleted, no checkpoint
-    assert chain.verify().ok
+    assert chain_verify.verify().ok
 
 
 def a_decided_trail() -> tuple[Thread, list[Event]]:
@@ -324,7 +326,7 @@ def test_a_chain_cut_behind_a_forged_checkpoint_is_named(
     thread, events = a_decided_trail()
     forged = cut_behind_a_forged_checkpoint(thread, 2, sign_with=sign_with)
     assert not Event.objects.filter(verb="review_decided").exists()
-    for result in (chain.verify(), chain.verify(thread=thread)):
+    for result in (chain_verify.verify(), chain_verify.verify(thread=thread)):
         assert not result.ok
         [broken] = result.breaks
         assert broken.chain == str(thread.thread_id) and broken.pk == forged.pk
@@ -332,14 +334,14 @@ def test_a_chain_cut_behind_a_forged_checkpoint_is_named(
         why = "not signed" if sign_with is None else "signature does not match"
         assert why in broken.problem
     # A time range after the cut starts after the checkpoint too: it is checked as well.
-    ranged = chain.verify(since=events[2].at)
+    ranged = chain_verify.verify(since=events[2].at)
     assert not ranged.ok and ranged.broken.pk == forged.pk  # type: ignore[union-attr]
 
 
 def test_a_cut_start_without_a_checkpoint_is_named(audit_key: str) -> None:
     thread, events = a_decided_trail()
     Event.objects.filter(thread=thread, seq__lte=2).delete()
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.broken is not None and result.broken.pk == events[2].pk
     assert "2 event(s) missing before" in result.broken.problem
 
@@ -349,7 +351,7 @@ def pruned_thread() -> tuple[Thread, Event]:
     thread = ThreadFactory()
     old_trail(thread, timezone.now() - datetime.timedelta(days=400))
     record_event(thread, "kept")
-    assert chain.prune(timezone.now() - datetime.timedelta(days=1)).events == 3
+    assert chain_verify.prune(timezone.now() - datetime.timedelta(days=1)).events == 3
     return thread, Event.objects.get(thread=thread, verb="audit_pruned")
 
 
@@ -357,14 +359,14 @@ def test_a_checkpoint_with_a_tampered_field_is_named(audit_key: str) -> None:
     """A genuine checkpoint whose count is changed, its link re-hashed and the head moved (all
     consistent for the hash chain): its signature no longer matches what it says."""
     thread, checkpoint = pruned_thread()
-    assert chain.verify().ok
+    assert chain_verify.verify().ok
     key = str(thread.thread_id)
     data = {**checkpoint.data, "through_seq": 2}
-    content = pure_chain.canonical(chain=key, verb=checkpoint.verb, data=data, at=checkpoint.at)
-    hash_ = pure_chain.link_hash(checkpoint.prev_hash, content)
+    content = hashchain.canonical(chain=key, verb=checkpoint.verb, data=data, at=checkpoint.at)
+    hash_ = hashchain.link_hash(checkpoint.prev_hash, content)
     Event.objects.filter(pk=checkpoint.pk).update(data=data, hash=hash_)
     AuditChain.objects.filter(chain=key).update(hash=hash_)
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.broken is not None and result.broken.pk == checkpoint.pk
     assert "signature does not match" in result.broken.problem
 
@@ -373,14 +375,14 @@ def test_a_genuine_prune_verifies_with_its_key_only(settings: Any, audit_key: st
     thread, checkpoint = pruned_thread()
     data = checkpoint.data
     assert (data["first_seq"], data["from_hash"], data["through_seq"]) == (1, "", 3)
-    assert data["signature"] == pure_chain.sign_checkpoint(audit_key, str(thread.thread_id), data)
-    assert chain.verify().ok
-    assert chain.verify(thread=thread).ok
+    assert data["signature"] == hashchain.sign_checkpoint(audit_key, str(thread.thread_id), data)
+    assert chain_verify.verify().ok
+    assert chain_verify.verify(thread=thread).ok
     use_key(settings, "another key")
-    [broken] = chain.verify().breaks
+    [broken] = chain_verify.verify().breaks
     assert broken.pk == checkpoint.pk and "signature does not match" in broken.problem
     use_key(settings, "")
-    [broken] = chain.verify().breaks
+    [broken] = chain_verify.verify().breaks
     assert broken.pk == checkpoint.pk
     assert "cannot be vouched for: no AUDIT_KEY is configured" in broken.problem
 
@@ -400,7 +402,7 @@ def test_sixteen_concurrent_writers_never_fork_a_chain() -> None:
     assert [r for r in results if isinstance(r, Exception)] == []
     seqs = sorted(Event.objects.filter(thread=shared).values_list("seq", flat=True))
     assert seqs == list(range(1, 81))
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.ok, result.broken
     assert result.events == 160
 
@@ -423,7 +425,7 @@ def test_sixteen_concurrent_one_statement_appends_never_fork_a_chain() -> None:
     assert [r for r in results if isinstance(r, Exception)] == []
     seqs = sorted(Event.objects.filter(thread=shared).values_list("seq", flat=True))
     assert seqs == list(range(1, 177))
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.ok, result.broken
     assert (result.events, result.chains) == (176, 1)
 
@@ -466,7 +468,7 @@ def test_sixteen_threads_deciding_at_once_leave_a_whole_trail(
         Event.objects.filter(thread=None).order_by("seq").values_list("seq", flat=True)
     )
     assert installation == list(range(1, 17))
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.ok, result.broken
     assert result.chains == 17
 
@@ -482,11 +484,11 @@ def test_a_genuine_checkpoint_copied_to_another_chain_is_named(audit_key: str) -
     key = str(other.thread_id)
     head = AuditChain.objects.get(chain=key)
     data = {**genuine.data, "through_hash": last.hash}  # what the walk would need
-    content = pure_chain.canonical(chain=key, verb=pure_chain.PRUNED, data=data, at=genuine.at)
-    hash_ = pure_chain.link_hash(head.hash, content)
+    content = hashchain.canonical(chain=key, verb=hashchain.PRUNED, data=data, at=genuine.at)
+    hash_ = hashchain.link_hash(head.hash, content)
     copied = Event.objects.create(
         thread=other,
-        verb=pure_chain.PRUNED,
+        verb=hashchain.PRUNED,
         data=data,
         at=genuine.at,
         seq=head.seq + 1,
@@ -494,7 +496,7 @@ def test_a_genuine_checkpoint_copied_to_another_chain_is_named(audit_key: str) -
         hash=hash_,
     )
     AuditChain.objects.filter(chain=key).update(seq=head.seq + 1, hash=hash_)
-    [broken] = chain.verify().breaks
+    [broken] = chain_verify.verify().breaks
     assert broken.chain == key and broken.pk == copied.pk
     assert "signature does not match" in broken.problem
 
@@ -506,12 +508,12 @@ def test_a_prune_with_the_key_replaces_an_unsigned_checkpoint(audit_key: str) ->
     thread, checkpoint = pruned_thread()
     key = str(thread.thread_id)
     data = {k: v for k, v in checkpoint.data.items() if k != "signature"}
-    content = pure_chain.canonical(chain=key, verb=checkpoint.verb, data=data, at=checkpoint.at)
-    hash_ = pure_chain.link_hash(checkpoint.prev_hash, content)
+    content = hashchain.canonical(chain=key, verb=checkpoint.verb, data=data, at=checkpoint.at)
+    hash_ = hashchain.link_hash(checkpoint.prev_hash, content)
     Event.objects.filter(pk=checkpoint.pk).update(data=data, hash=hash_)
     AuditChain.objects.filter(chain=key).update(hash=hash_)
-    [broken] = chain.verify().breaks
+    [broken] = chain_verify.verify().breaks
     assert broken.pk == checkpoint.pk and "not signed" in broken.problem
-    chain.prune(timezone.now() + datetime.timedelta(seconds=1))
+    chain_verify.prune(timezone.now() + datetime.timedelta(seconds=1))
     assert not Event.objects.filter(pk=checkpoint.pk).exists()
-    assert chain.verify().ok
+    assert chain_verify.verify().ok

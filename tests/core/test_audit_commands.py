@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.utils import timezone
 
-from nitro_assistants import chain as pure_chain
+from nitro_assistants import hashchain
 from nitro_assistants.models import AuditChain, Event
 from nitro_assistants.services import evidence
 from nitro_assistants.services.audit import events_batched, record_event
@@ -118,9 +118,9 @@ def test_export_jsonl_round_trips_and_verifies_offline(django_user_model: Any) -
         {"chain": c.chain, "seq": c.seq, "hash": c.hash} for c in AuditChain.objects.all()
     ]
     # Whoever receives it can walk every chain without our database.
-    assert pure_chain.verify_export(rows) == []
+    assert hashchain.verify_export(rows) == []
     exported[3]["data"]["note"] = "changed"
-    [broken] = pure_chain.verify_export(rows)
+    [broken] = hashchain.verify_export(rows)
     assert broken.pk == exported[3]["id"] and "was changed" in broken.problem
 
 
@@ -204,12 +204,12 @@ def test_an_export_whose_first_lines_were_cut_is_refused(django_user_model: Any)
     its first line. A time range export is checked from its first line, when asked to."""
     events = some_trail(django_user_model)
     rows = exported()
-    assert pure_chain.verify_export(rows) == []
+    assert hashchain.verify_export(rows) == []
     cut = [r for r in rows if r.get("id") not in (events[0].pk, events[1].pk)]
-    [broken] = pure_chain.verify_export(cut)
+    [broken] = hashchain.verify_export(cut)
     assert broken.chain == str(events[0].thread.thread_id)
     assert "2 event(s) missing before" in broken.problem and broken.pk == events[4].pk
-    assert pure_chain.verify_export(cut, partial=True) == []
+    assert hashchain.verify_export(cut, partial=True) == []
 
 
 def test_an_export_of_a_chain_cut_behind_a_forged_checkpoint_is_refused(
@@ -224,7 +224,7 @@ def test_an_export_of_a_chain_cut_behind_a_forged_checkpoint_is_refused(
     decided.append(record_event(thread, "run_succeeded"))
     forged = cut_behind_a_forged_checkpoint(thread, 3)
     rows = exported()
-    assert pure_chain.verify_export(rows, partial=True) != []  # the checkpoint is checked anyway
+    assert hashchain.verify_export(rows, partial=True) != []  # the checkpoint is checked anyway
     [broken] = evidence.verify_export(rows)
     assert broken.chain == str(thread.thread_id) and broken.pk == forged.pk
     assert "not signed" in broken.problem
@@ -244,13 +244,13 @@ def test_a_genuine_prune_exports_and_checks_with_its_key_only(
     rows = exported()
     assert [r["seq"] for r in rows if r.get("chain") == str(thread.thread_id)] == [4, 5]
     assert evidence.verify_export(rows) == []
-    assert pure_chain.verify_export(rows, key=audit_key) == []
+    assert hashchain.verify_export(rows, key=audit_key) == []
     path = tmp_path / "trail.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = io.StringIO()
     call_command("nitro_assistants_audit", "check-export", str(path), stdout=out)
     assert out.getvalue() == "The export is whole: 3 event(s).\n"
-    [broken] = pure_chain.verify_export(rows)  # no key: the checkpoint cannot be vouched for
+    [broken] = hashchain.verify_export(rows)  # no key: the checkpoint cannot be vouched for
     assert broken.pk == checkpoint.pk and "no AUDIT_KEY is configured" in broken.problem
     use_key(settings, "another key")
     [broken] = evidence.verify_export(rows)

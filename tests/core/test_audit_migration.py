@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from nitro_assistants.services import chain
+from nitro_assistants.services import chain_verify
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,7 +42,7 @@ def test_events_written_before_the_chain_are_chained_on_upgrade() -> None:
             Chained.objects.filter(thread_id=thread.pk).order_by("seq").values_list("verb", "seq")
         )
         assert rows == [("thread_opened", 1), ("run_requested", 2), ("run_succeeded", 3)]
-        result = chain.verify()
+        result = chain_verify.verify()
         assert result.ok, result.broken
         assert (result.events, result.chains) == (4, 2)
     finally:

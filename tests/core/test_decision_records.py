@@ -10,7 +10,7 @@ import pytest
 import nitro_assistants
 from nitro_assistants import services, signals
 from nitro_assistants.models import Decision, Event, Review, Run
-from nitro_assistants.services import chain
+from nitro_assistants.services import chain_verify
 from nitro_assistants.services.evidence import decision_record, record_decision
 
 pytestmark = [pytest.mark.server, pytest.mark.django_db]
@@ -81,7 +81,7 @@ def test_an_approved_call_is_recorded_with_what_ran(
     assert ran["args"] == {"appointment_id": 42, "day": "Tuesday", "time": "10:00"}
     assert "Tuesday" in ran["result"]
     assert record["mismatches"] == [] and mismatches == []
-    assert chain.verify().ok
+    assert chain_verify.verify().ok
 
 
 def test_an_edited_call_shows_the_diff_and_the_args_that_ran(
@@ -201,7 +201,7 @@ def test_an_approved_call_that_ran_with_other_args_is_flagged(
     assert event.data["mismatch_kinds"][0]["kind"] == "other_args"
     assert [m["mismatches"] for m in mismatches] == [[expected]]
     assert mismatches[0]["decision"] == record
-    assert chain.verify().ok
+    assert chain_verify.verify().ok
 
 
 def test_a_partial_edit_is_compared_merged_into_the_held_call(
@@ -283,4 +283,4 @@ def test_a_tool_that_failed_is_an_errored_mismatch(
     [sent] = mismatches
     assert sent["mismatches"] == [expected] and sent["decision"].review == review
     assert sent["mismatch_kinds"][0]["kind"] == "errored"
-    assert chain.verify().ok
+    assert chain_verify.verify().ok

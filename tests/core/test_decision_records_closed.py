@@ -9,7 +9,7 @@ import pytest
 from nitro_assistants import services
 from nitro_assistants.exceptions import ReviewSupersededError, RunError
 from nitro_assistants.models import Event
-from nitro_assistants.services import chain
+from nitro_assistants.services import chain_verify
 from tests.core.conftest import FakeAssistant
 from tests.factories import ReviewFactory
 
@@ -43,4 +43,4 @@ def test_a_decision_that_never_ran_is_recorded_with_why(
     assert record["executed"] is None and record["mismatches"] == []
     assert record["proposed"]["tool_calls"][0]["name"] == review.tool_calls[0]["name"]
     assert record["decided"]["actions"] == ["approve"]
-    assert chain.verify().ok
+    assert chain_verify.verify().ok

@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 
 from nitro_assistants import services, tasks
 from nitro_assistants.models import Decision, Event, Review, Run
-from nitro_assistants.services import chain
+from nitro_assistants.services import chain_verify
 from nitro_assistants.testing import FakeAssistant, run_result
 from tests.core.conftest import tool_review
 
@@ -147,7 +147,7 @@ def test_a_new_message_committed_while_a_runs_mirror_waits_is_seen_by_it(
     pending = Review.objects.get(thread=thread, status=Review.Status.PENDING)
     assert pending.pk != shown.pk and pending.interrupt_ids == ["int-1"]
     assert Run.objects.get(pk=run.pk).status == Run.Status.INTERRUPTED
-    assert chain.verify().ok
+    assert chain_verify.verify().ok
     assert open_reviews_read_after_the_threads_lock(queries)
 
 
@@ -182,7 +182,7 @@ def test_a_sync_committed_while_a_resumes_mirror_waits_is_seen_by_it(
     (second,) = Review.objects.filter(thread=thread, status=Review.Status.PENDING)
     assert second.interrupt_ids == ["int-2"]
     assert Event.objects.filter(review=second, verb="review_requested").count() == 1
-    assert chain.verify().ok
+    assert chain_verify.verify().ok
     assert open_reviews_read_after_the_threads_lock(queries)
 
 

@@ -20,7 +20,7 @@ from django.db.models.signals import post_save, pre_save
 
 from nitro_assistants import services
 from nitro_assistants.models import Claim, Decision, Event, Policy, Review
-from nitro_assistants.services import chain, claims
+from nitro_assistants.services import chain_verify, claims
 from nitro_assistants.services.policy_enforcement import ruleset
 from nitro_assistants.testing import FakeAssistant, run_result
 from tests.core.conftest import tool_review
@@ -164,7 +164,7 @@ def test_a_host_receiver_sees_every_row_of_the_governed_flow(
     assert Event.objects.count() == sum(
         model == "Event" for saved in EXPECTED.values() for model, _, _ in saved
     )
-    assert chain.verify().ok
+    assert chain_verify.verify().ok
 
 
 def test_a_claimed_review_is_claimed_again_taken_over_and_released_with_its_saves(

@@ -2,7 +2,7 @@
 anywhere in a service raises only on PostgreSQL").
 
 On PostgreSQL a service's row writes wait in a queue to ride on the audit statement
-(nitro_assistants.services.writes); on SQLite each is sent at once. A read or a write a
+(nitro_assistants.services.sql.writes); on SQLite each is sent at once. A read or a write a
 contributor (or a host's hook) adds between two of them must see and leave the same rows on
 both: the queue is sent first, and the call goes on."""
 
@@ -15,7 +15,8 @@ from django.contrib.auth import get_user_model
 
 from nitro_assistants import services
 from nitro_assistants.models import Decision, Event, Review, Run, Thread
-from nitro_assistants.services import chain, writes
+from nitro_assistants.services import chain_verify
+from nitro_assistants.services.sql import writes
 from nitro_assistants.testing import FakeAssistant, run_result
 from tests.core.conftest import tool_review
 
@@ -81,4 +82,4 @@ def test_orm_reads_and_writes_between_queued_writes_of_the_governed_flow(
     assert Run.objects.filter(pk=record.run_id, kind=Run.Kind.RESUME).exists()
     assert Review.objects.get(pk=review.pk).status == Review.Status.APPLIED
     assert Event.objects.filter(verb="review_decided").count() == 1
-    assert chain.verify().ok
+    assert chain_verify.verify().ok

@@ -1,4 +1,4 @@
-"""The hot path's locked reads compiled once (nitro_assistants.services.rows, issue 21) return
+"""The hot path's locked reads compiled once (nitro_assistants.services.sql.reads, issue 21) return
 what the ORM queries they replace return: the same statement, field values, related objects
 (cached as select_related caches them) and annotations, DoesNotExist on a missing row. Each test
 runs twice: on the Django release the compiled reads were verified on, and as on any other
@@ -21,28 +21,29 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from nitro_assistants.models import Decision, Review, ReviewHandling, Run, Thread
-from nitro_assistants.services import decisions, resumes, rows, runs
+from nitro_assistants.services import decisions, resumes, runs
+from nitro_assistants.services.sql import reads
 from tests.factories import DecisionFactory, ReviewFactory, RunFactory, ThreadFactory
 
 pytestmark = pytest.mark.django_db
 
 #: The guard's list as the package ships it (the fixture below empties it for half the tests).
-SHIPPED_VERIFIED_DJANGO = rows.VERIFIED_DJANGO
+SHIPPED_VERIFIED_DJANGO = reads.VERIFIED_DJANGO
 
 
 @pytest.fixture(autouse=True, params=["verified", "unverified"])
 def django_release(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """``unverified``: as on a Django release rows.Read was not verified on, which takes the
+    """``unverified``: as on a Django release reads.Read was not verified on, which takes the
     ORM fallback instead of the compiled read."""
     if request.param == "unverified":
-        monkeypatch.setattr(rows, "VERIFIED_DJANGO", ())
-    assert rows.compiled_reads() is (request.param == "verified")
+        monkeypatch.setattr(reads, "VERIFIED_DJANGO", ())
+    assert reads.compiled_reads() is (request.param == "verified")
     return str(request.param)
 
 
 def test_the_installed_django_is_one_the_compiled_reads_were_verified_on() -> None:
     """Moving requirements.txt to another Django release fails here first: verify the reads
-    on it (this module) and add it to rows.VERIFIED_DJANGO, or the hot path runs the ORM."""
+    on it (this module) and add it to reads.VERIFIED_DJANGO, or the hot path runs the ORM."""
     assert tuple(django.VERSION[:2]) in SHIPPED_VERIFIED_DJANGO
 
 
@@ -227,16 +228,16 @@ def test_the_statements_lock_only_their_own_table() -> None:
 def test_a_read_is_compiled_once_per_connection(
     monkeypatch: pytest.MonkeyPatch, django_release: str
 ) -> None:
-    read = rows.Read(lambda: Thread.objects.select_for_update(of=("self",)))
+    read = reads.Read(lambda: Thread.objects.select_for_update(of=("self",)))
     thread = a_thread()
     compiled: list[object] = []
-    real = rows._Plan.__init__
+    real = reads.CompiledRead.__init__
 
     def counting(self: Any, *args: Any) -> None:
         compiled.append(self)
         real(self, *args)
 
-    monkeypatch.setattr(rows._Plan, "__init__", counting)
+    monkeypatch.setattr(reads.CompiledRead, "__init__", counting)
     with transaction.atomic():
         assert read.get(thread.pk).metadata == thread.metadata
         assert read.get(thread.pk).pk == thread.pk

@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 
 from nitro_assistants import services
 from nitro_assistants.models import AuditChain, Event, Run
-from nitro_assistants.services import chain, runs
+from nitro_assistants.services import chain_verify, runs
 from nitro_assistants.testing import FakeAssistant, run_result
 from tests.reliability.test_concurrent_decisions import race
 
@@ -43,7 +43,7 @@ def test_the_first_delivery_records_run_started_linked_into_the_threads_chain(
     assert verbs == [("thread_opened", 1), ("run_requested", 2), ("run_started", 3)]
     head = AuditChain.objects.get(chain=str(run.thread.thread_id))
     assert (head.seq, head.hash) == (3, event.hash)
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.ok, result.broken
     if connection.vendor == "postgresql":
         # BEGIN, the run locked, the attempt, the thread busy and the event (one statement:
@@ -67,7 +67,7 @@ def test_a_redelivery_counts_its_attempt_and_records_no_second_run_started(
     assert finished.status == Run.Status.SUCCEEDED
     assert services.execute_run(run.pk).attempts == finished.attempts  # finished: not counted
     assert len(started(run)) == 1
-    assert chain.verify().ok
+    assert chain_verify.verify().ok
 
 
 def test_run_started_on_a_thread_with_an_earlier_run(
@@ -82,7 +82,7 @@ def test_run_started_on_a_thread_with_an_earlier_run(
     last = Event.objects.filter(thread=first.thread).order_by("-seq").first()
     assert last is not None and event.seq is not None
     assert event.seq < last.seq  # the run's own events follow it
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.ok, result.broken
 
 
@@ -103,5 +103,5 @@ def test_two_deliveries_at_once_record_one_run_started(
     for run in runs_:
         assert sorted(r.attempts for r in results if r.pk == run.pk) == [1, 2]
         assert len(started(run)) == 1
-    result = chain.verify()
+    result = chain_verify.verify()
     assert result.ok, result.broken

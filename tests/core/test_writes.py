@@ -1,4 +1,4 @@
-"""Row writes queued to ride on the audit statement (nitro_assistants.services.writes).
+"""Row writes queued to ride on the audit statement (nitro_assistants.services.sql.writes).
 
 What the queue must never change: every statement sees what it saw when each write was its own
 statement (a read after a queued write sees it, a savepoint rolled back takes it back), and a
@@ -15,8 +15,9 @@ from django.test.utils import CaptureQueriesContext
 
 from nitro_assistants import services
 from nitro_assistants.models import AuditChain, Event, Review, Run, Thread
-from nitro_assistants.services import chain, claims, writes
+from nitro_assistants.services import chain_verify, claims
 from nitro_assistants.services.audit import events_batched, record_event
+from nitro_assistants.services.sql import writes
 from nitro_assistants.testing import FakeAssistant
 from tests.factories import ReviewFactory, RunFactory, ThreadFactory
 
@@ -48,7 +49,7 @@ def test_writes_ride_on_the_events_statement() -> None:
     assert "UPDATE" in sent[1] and "INSERT INTO" in sent[1]
     assert Thread.objects.get(pk=thread.pk).status == Thread.Status.BUSY
     assert Run.objects.get(pk=run.pk).reply == "Done"
-    assert chain.verify().ok
+    assert chain_verify.verify().ok
 
 
 @postgresql
@@ -141,9 +142,9 @@ def test_a_new_thread_its_run_and_events_are_one_statement(
         "run_requested",
     ]
     assert AuditChain.objects.get(chain=str(thread.thread_id)).seq == 2
-    assert chain.verify().ok
+    assert chain_verify.verify().ok
     services.execute_run(run.pk)  # the worker's part: its events chain after the two
-    assert chain.verify().ok
+    assert chain_verify.verify().ok
 
 
 @postgresql
@@ -166,4 +167,4 @@ def test_a_first_claim_is_one_statement_and_a_renewal_two() -> None:
     held = claims.claim_review(review, other)
     assert held.user_id == user.pk  # a live claim stays its holder's
     assert review.thread.events.filter(verb="review_claimed").count() == 1
-    assert chain.verify().ok
+    assert chain_verify.verify().ok

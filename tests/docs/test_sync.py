@@ -26,7 +26,7 @@ from django.test import Client
 from nitro_assistants import signals, tasks
 from nitro_assistants.checks import SUPPORTED_VENDORS
 from nitro_assistants.conf import AppSettings
-from nitro_assistants.services.rows import VERIFIED_DJANGO
+from nitro_assistants.services.sql.reads import VERIFIED_DJANGO
 from tests.docs.markdown import DOCS, ROOT, all_blocks, code_names, section, table_rows
 
 README = ROOT / "README.md"

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from nitro_assistants.models import Thread
-from nitro_assistants.services import chain, evidence
+from nitro_assistants.services import chain_verify, evidence
 
 
 def when(value: str | None, option: str) -> datetime.datetime | None:
@@ -119,9 +119,9 @@ class Command(BaseCommand):
     def verify(self, options: dict[str, Any]) -> None:
         since, until = when(options["since"], "--since"), when(options["until"], "--until")
         thread = thread_named(options["thread"])
-        total = chain.count(thread=thread, since=since, until=until)
+        total = chain_verify.count(thread=thread, since=since, until=until)
         progress = Progress(self.stderr._out, total)
-        result = chain.verify(thread=thread, since=since, until=until, progress=progress)
+        result = chain_verify.verify(thread=thread, since=since, until=until, progress=progress)
         progress.close()
         if result.broken is not None:
             for broken in result.breaks:
@@ -175,8 +175,8 @@ class Command(BaseCommand):
         if before > timezone.now():
             raise CommandError("--before: the date is in the future; nothing newer is pruned")
         try:
-            result = chain.prune(before)
-        except chain.PruneError as exc:
+            result = chain_verify.prune(before)
+        except chain_verify.PruneError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(
             f"{result.events} event(s) pruned from {result.chains} chain(s); "

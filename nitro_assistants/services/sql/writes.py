@@ -1,11 +1,11 @@
-"""Row writes held back to ride on the next statement: fewer round trips, same effects.
+"""Row writes queued to ride on the next statement: fewer round trips, same effects.
 
 Inside :func:`nitro_assistants.services.audit.events_batched`, on PostgreSQL and in a
 transaction, :func:`save` (an UPDATE of some fields of a row) and :func:`insert` (a new row whose
-primary key is already known: a UUID, or a one-to-one's) are queued instead of sent. The queue is
-sent as data-modifying CTEs of the batch's audit-chain append (:mod:`.chain`: the events and the
-rows they describe in one statement), or, when the batch has no event, as one statement of its
-own (:func:`send`).
+primary key is already known: a UUID, a one-to-one's, or an id taken ahead from its sequence,
+:mod:`.ids`) are queued instead of sent. The queue is sent as data-modifying CTEs of the batch's
+audit-chain append (:mod:`.events`: the events and the rows they describe in one statement), or,
+when the batch has no event, as one statement of its own (:func:`send`).
 
 Nothing is ever reordered against the rest of the transaction: while writes are queued, any
 other statement sent on the connection sends the queue first (an execute wrapper), so every
@@ -35,7 +35,7 @@ from django.db import DatabaseError, connections, router
 from django.db.models import Model
 from django.db.models.signals import post_save, pre_save
 
-from nitro_assistants.services.rows import cast
+from nitro_assistants.services.sql.reads import cast
 
 M = TypeVar("M", bound=Model)
 

@@ -74,7 +74,7 @@ def _standin(field: Field[Any, Any], n: int) -> Any:
         return uuid.UUID(int=_UUID_STANDIN - n)
     if internal.endswith("AutoField") or internal.endswith("IntegerField"):
         return _INT_STANDIN + n
-    raise UsageError(f"rows.Read has no stand-in value for a {internal} parameter")
+    raise UsageError(f"reads.Read has no stand-in value for a {internal} parameter")
 
 
 def _prepared(field: Field[Any, Any], value: Any, connection: Any) -> Any:
@@ -83,7 +83,7 @@ def _prepared(field: Field[Any, Any], value: Any, connection: Any) -> Any:
     return field.get_db_prep_value(field.get_prep_value(value), connection, prepared=True)
 
 
-class _Plan:
+class CompiledRead:
     """One queryset compiled for one connection: its SQL, where the parameters go, and how a
     row becomes the instances (what ``ModelIterable`` reads off the compiler)."""
 
@@ -98,7 +98,7 @@ class _Plan:
             standin = _prepared(field, _standin(field, n), connection)
             found = [i for i, p in enumerate(self.params) if p == standin]
             if len(found) != 1:  # pragma: no cover - a queryset this module does not support
-                raise UsageError(f"rows.Read: parameter {n} found {len(found)} times")
+                raise UsageError(f"reads.Read: parameter {n} found {len(found)} times")
             self.slots.append((found[0], field))
         select, klass_info = compiler.select, compiler.klass_info
         assert klass_info is not None
@@ -131,7 +131,7 @@ class Read(Generic[M]):
     def __init__(self, build: Callable[..., QuerySet[M]], params: Sequence[Field[Any, Any]] = ()):
         self._build = build
         self._fields = tuple(params)
-        self._plans: weakref.WeakKeyDictionary[Any, _Plan] = weakref.WeakKeyDictionary()
+        self._plans: weakref.WeakKeyDictionary[Any, CompiledRead] = weakref.WeakKeyDictionary()
         self._shape: tuple[type[M], bool] | None = None
 
     def _db(self) -> str:
@@ -141,7 +141,7 @@ class Read(Generic[M]):
         model, for_write = self._shape
         return router.db_for_write(model) if for_write else router.db_for_read(model)
 
-    def _plan(self, db: str) -> _Plan:
+    def _plan(self, db: str) -> CompiledRead:
         connection = connections[db]
         plan = self._plans.get(connection)
         if plan is None:
@@ -156,7 +156,7 @@ class Read(Generic[M]):
                 or connection.features.supports_select_for_update_with_limit
             ):
                 clone.query.set_limits(high=django_query.MAX_GET_RESULTS)  # as get() does
-            plan = _Plan(clone, [*self._fields, pk_field], db)
+            plan = CompiledRead(clone, [*self._fields, pk_field], db)
             self._plans[connection] = plan
         return plan
 
