@@ -46,7 +46,8 @@ from django.test.utils import CaptureQueriesContext, setup_test_environment  # n
 
 from nitro_assistants import services  # noqa: E402
 from nitro_assistants.models import AuditChain, Event, Review, Thread  # noqa: E402
-from nitro_assistants.services import audit, decisions  # noqa: E402
+from nitro_assistants.services import audit  # noqa: E402
+from nitro_assistants.services import decisions as deciding  # noqa: E402
 from nitro_assistants.services.audit import events_batched, record_event  # noqa: E402
 
 THREADS = 1000
@@ -130,7 +131,7 @@ def timed(call: Any) -> tuple[int, float]:
 
 
 def write_cost(decisions: int) -> dict[str, dict[str, tuple[int, float]]]:
-    decisions.enqueue = lambda *args, **kwargs: None  # no worker: the resume is not sent
+    deciding.enqueue = lambda *args, **kwargs: None  # no worker: the resume is not sent
     shipped = audit.append
     pending = pending_reviews(decisions)
     threads = [r.thread for r in pending]
