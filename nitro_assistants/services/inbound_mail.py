@@ -41,6 +41,7 @@ from nitro_assistants import rules
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import (
     InteractionConflictError,
+    InvalidArgumentError,
     NitroAssistantsError,
     ReviewNotPendingError,
 )
@@ -234,7 +235,7 @@ def _decide_reply(message: Any, to: str, user: Any, token: reply_tokens.ReplyTok
     command = command_of(text[:MAX_READ] or html_text(str(message.html or "")))
     try:
         body = _decision(review, command)
-    except ValueError as exc:
+    except InvalidArgumentError as exc:
         _answer(message, to, f"{exc} Nothing was applied.\n\n{_help(review)}")
         return REFUSED
     body = {**body, "revision": review.revision, "digest": review.digest}
@@ -277,10 +278,10 @@ def _help(review: Review) -> str:
 
 
 def _decision(review: Review, command: str) -> dict[str, Any]:
-    """The decision a reply's ``command`` asks for on ``review``; ``ValueError`` saying why when
+    """The decision a reply's ``command`` asks for on ``review``; ``InvalidArgumentError`` saying why when
     it is none."""
     if not command:
-        raise ValueError("Your reply has no command above the quoted e-mail.")
+        raise InvalidArgumentError("Your reply has no command above the quoted e-mail.")
     first = command.split("\n", 1)[0].strip()
     options = _options(review)
     if options:
@@ -298,7 +299,7 @@ def _decision(review: Review, command: str) -> dict[str, Any]:
                     ],
                 }
     if review.kind not in (Review.Kind.TOOL_CALLS, Review.Kind.REPLY):
-        raise ValueError(f"“{first[:80]}” is none of this question's options.")
+        raise InvalidArgumentError(f"“{first[:80]}” is none of this question's options.")
     if _APPROVE.match(first):
         return rules.approve_everything(review.kind, review.tool_calls)
     rejected = _REJECT.match(first)
@@ -306,8 +307,8 @@ def _decision(review: Review, command: str) -> dict[str, Any]:
         reason = " ".join(rejected.group("reason").split())[: rules.MAX_NOTE]
         return rules.reject_everything(review.kind, review.tool_calls, reason)
     if first.lower().rstrip(".!:") == "reject":
-        raise ValueError('Say why you reject it, on the same line: "reject: <why>".')
-    raise ValueError(f"“{first[:80]}” is not a command this address understands.")
+        raise InvalidArgumentError('Say why you reject it, on the same line: "reject: <why>".')
+    raise InvalidArgumentError(f"“{first[:80]}” is not a command this address understands.")
 
 
 def _changed(message: Any, to: str, user: Any, review: Review) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 from nitro_assistants.conf import app_settings
+from nitro_assistants.exceptions import InvalidArgumentError
 
 SALT = "nitro_assistants.reply_token"
 #: Characters of the review's digest the token carries, and of the HMAC.
@@ -28,7 +29,7 @@ MAC_CHARS = 20
 _TOKEN = re.compile(r"^(\d+)\.([0-9a-z_-]+)\.(\d+)\.([0-9a-f]+)\.([0-9a-z]+)\.([0-9a-f]+)$")
 
 
-class BadReplyToken(ValueError):
+class BadReplyToken(InvalidArgumentError):
     """Not a token of ours (tampered, or made with another key)."""
 
 
