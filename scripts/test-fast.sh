@@ -16,6 +16,6 @@ NEEDS_SERVICES=redis bash scripts/setup.sh
 echo "==> ruff check";        .venv/bin/ruff check .
 echo "==> ruff format";       .venv/bin/ruff format --check .
 echo "==> mypy";              .venv/bin/mypy nitro_assistants
-echo "==> pytest (SQLite, no browser, no server): tests/client tests/admin tests/interactions"
+echo "==> pytest (SQLite, no browser, no server): tests/client tests/admin tests/interactions tests/channels"
 NITRO_TEST_DB=sqlite .venv/bin/pytest -p no:cacheprovider -m "not browser and not server" \
-  tests/client tests/admin tests/interactions "$@"
+  tests/client tests/admin tests/interactions tests/channels "$@"

@@ -29,9 +29,9 @@ if [ $# -eq 0 ]; then
     .venv/bin/pytest -p no:cacheprovider -n 2 --database-tests-only -m "not browser" tests
 fi
 # SQLite is the example site's embedded default: every admin page and API endpoint must work on
-# it too, so the admin and API tests run once more there (Celery as the demo runs it, in
+# it too, so the admin, API and channel (Slack, e-mail reply) tests run once more there (Celery as the demo runs it, in
 # process). Skipped when pytest was given arguments: then the caller chose what to run.
 if [ $# -eq 0 ]; then
-  echo "==> pytest (SQLite): tests/admin tests/interactions"
-  NITRO_TEST_DB=sqlite .venv/bin/pytest -p no:cacheprovider tests/admin tests/interactions
+  echo "==> pytest (SQLite): tests/admin tests/interactions tests/channels"
+  NITRO_TEST_DB=sqlite .venv/bin/pytest -p no:cacheprovider tests/admin tests/interactions tests/channels
 fi
