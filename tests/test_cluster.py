@@ -119,7 +119,11 @@ def test_a_decision_and_a_run_each_applied_once_balance() -> None:
 
 def test_a_decision_the_server_never_ran_is_lost() -> None:
     result = _ledger(server_runs={"t": [_run("success", nitro_run_id=FIRST)]})
-    assert result.lost == [7] and not result.ok
+    assert (result.lost, result.waiting, result.ok) == ([7], [], False)
+    # Still waiting in the mirror when the drain ended: late, and still not balanced.
+    late = [{"review": 7, "thread": "t", "outcome": "pending", "match": DECIDED}]
+    waiting = _ledger(decisions=late, server_runs={"t": [_run("success", nitro_run_id=FIRST)]})
+    assert (waiting.lost, waiting.waiting, waiting.ok) == ([7], [7], False)
     # Nor does a resume that errored count as applied.
     errored = _ledger(
         server_runs={"t": [_run("error", **DECIDED), _run("success", nitro_run_id=FIRST)]}

@@ -68,6 +68,9 @@ class Ledger:
     applied: int = 0
     #: Decisions (and first runs) the mirror holds that the server never ran to the end.
     lost: list[Any] = field(default_factory=list)
+    #: Of ``lost``, the decisions the mirror still has waiting to be applied (the drain ended
+    #: first): late, not gone; they still fail the ledger.
+    waiting: list[Any] = field(default_factory=list)
     #: Decisions (and first runs) the server ran to the end more than once.
     doubled: list[Any] = field(default_factory=list)
     #: Pending reviews whose pause the server no longer holds.
@@ -92,7 +95,8 @@ class Ledger:
         return [
             f"  decisions recorded                   {self.decisions}",
             f"  applied on the server exactly once   {self.applied}",
-            show("lost (recorded, never applied)", self.lost),
+            show("not applied on the server", self.lost),
+            show("  of which still waiting (late)", self.waiting),
             show("doubled (applied twice or more)", self.doubled),
             show("pending without a live pause", self.orphaned),
             show("runs stuck (queued/running)", self.stuck),
@@ -148,6 +152,8 @@ def compute(
         )
         if seen == 0:
             ledger.lost.append(decision["review"])
+            if decision.get("outcome") == "pending":
+                ledger.waiting.append(decision["review"])
         elif seen == 1:
             ledger.applied += 1
         else:

@@ -107,7 +107,7 @@ class Reviewers:
     base: str
     keys: list[tuple[str, str]]
     seed: int = 39
-    threads: int = 12
+    threads: int = 32
     abandon: float = 0.08
     bulk: float = 0.12
     posts: list[Post] = field(default_factory=list)

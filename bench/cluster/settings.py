@@ -8,13 +8,15 @@ from reviewsite.settings import DATABASES, NITRO_ASSISTANTS, env
 
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
-# Redelivery of a task whose worker host died, by Redis: longer than the longest task (a wait-mode
-# run, seconds here), short enough to be back within the Agent Server's 2-minute sweep. A task
-# still running when it comes back is harmless (docs/django.md): its row lock holds the copy.
+# Redis hands a task out again when its worker has not acknowledged it within the visibility
+# timeout, and a worker holds countdown tasks unacknowledged until they are due (a notification
+# waiting out NOTIFY_INTERVAL, 300 s; a retry's backoff): the timeout must be longer than the
+# longest of them and the longest task, or they are sent again every timeout while they wait.
+# So it cannot bring a dead host's work back quickly: requeue_stale does, from the database,
+# after REQUEUE_AFTER without progress (every minute, on beat).
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": env.int("CLUSTER_VISIBILITY_TIMEOUT", default=60)
+    "visibility_timeout": env.int("CLUSTER_VISIBILITY_TIMEOUT", default=3600)
 }
-# The same for work a dead host had recorded but not enqueued (requeue_stale, every minute).
 NITRO_ASSISTANTS["REQUEUE_AFTER"] = env.int("CLUSTER_REQUEUE_AFTER", default=90)
 NITRO_ASSISTANTS["MAX_CONCURRENT_REQUESTS"] = env.int(
     "ASSISTANTS_MAX_CONCURRENT_REQUESTS", default=5
@@ -23,12 +25,10 @@ NITRO_ASSISTANTS["MAX_CONCURRENT_REQUESTS"] = env.int(
 # connection outlives a PostgreSQL restart only as an error on its next use.
 if env.bool("CLUSTER_NO_POOL", default=False):
     DATABASES["default"]["OPTIONS"].pop("pool", None)
-elif env.bool("CLUSTER_POOL_CHECK", default=True):
+else:
     # A pooled connection PostgreSQL closed (a restart) is found before it is lent, not by the
-    # task that gets it: one round trip a checkout.
-    from psycopg_pool import ConnectionPool
-
-    DATABASES["default"]["OPTIONS"]["pool"]["check"] = ConnectionPool.check_connection
+    # task that gets it: Django gives the pool psycopg's check (one round trip a checkout).
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CLUSTER_POOL_CHECK", default=True)
 # libpq gives up on a connection whose data goes unacknowledged this long (a host cut off from
 # the database): the task fails as transient and is retried, instead of hanging for TCP's
 # minutes of retransmissions.
