@@ -34,6 +34,7 @@ def test_the_arguments_have_the_real_runs_defaults() -> None:
         (["--rates", "1,ten"], "--rates: `1,ten` is not a comma-separated list of numbers"),
         (["--rates", "0"], "--rates: each from just above 0 to 20"),
         (["--reviewers", "1"], "--reviewers: from 2 to 500"),
+        (["--drain", "0"], "--drain: from 0.5 to 60"),
     ],
 )
 def test_bad_arguments_are_refused_with_what_is_wrong(

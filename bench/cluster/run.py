@@ -1,7 +1,7 @@
 """Many hosts on one machine: the example site as a cluster of network namespaces, loaded with a
 day's reviews at 100,000 a day and ten times that, through faults. Needs root.
 
-    sudo .venv/bin/python bench/cluster/run.py [--minutes 10] [--rates 1,10] [--no-faults]
+    sudo .venv/bin/python bench/cluster/run.py [--minutes 10] [--rates 1,10] [--no-faults] [--drain 4]
     sudo .venv/bin/python bench/cluster/run.py --teardown    # remove what a killed run left
 
 Hosts (namespaces on the bridge nitro39br, 10.239.39.0/24; the driver talks from .1): db (.2,
@@ -48,8 +48,6 @@ FAULTS = (
     "restart_postgres",
     "move_beat",
 )
-#: Longest the driver waits, after the load stops, for the work in flight to settle.
-DRAIN_SECONDS = 240
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -67,6 +65,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--reviewers", type=int, default=40, help="simulated reviewers (default 40)"
     )
+    parser.add_argument(
+        "--drain",
+        type=float,
+        default=4.0,
+        help="minutes the work in flight is given to settle after each rate (default 4)",
+    )
     parser.add_argument("--seed", type=int, default=39)
     parser.add_argument(
         "--logs", type=Path, default=ROOT / "var" / "cluster", help="logs kept here"
@@ -83,6 +87,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--rates: `{args.rates}` is not a comma-separated list of numbers")
     if not args.rates or any(not 0 < r <= 20 for r in args.rates):
         parser.error("--rates: each from just above 0 to 20")
+    if not 0.5 <= args.drain <= 60:
+        parser.error("--drain: from 0.5 to 60")
     if not 2 <= args.reviewers <= 500:
         parser.error("--reviewers: from 2 to 500")
     return args
@@ -661,7 +667,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 drive(cluster, reviewers, rate, args.minutes * 60, args.faults, args.seed + i)
             )
             say("load stopped; draining")
-            settle(cluster, DRAIN_SECONDS)
+            settle(cluster, args.drain * 60)
         reviewers.stop()
         settle(cluster, 60)
         for phase in phases:
