@@ -206,6 +206,7 @@ def _waiting(batches: set[tuple[str, int | None]]) -> set[tuple[str, int | None]
         .filter(channel__in={channel for channel, _ in batches})
         .filter(Q(user__isnull=True) | Q(user_id__in=users))
         .values_list("channel", "user_id")
+        .order_by()
         .distinct()
     )
     queued: set[tuple[str, int | None]] = set(found)
@@ -356,6 +357,7 @@ def flush() -> int:
     pairs = (
         Notification.objects.filter(status=Notification.Status.QUEUED)
         .values_list("channel", "user_id")
+        .order_by()  # Meta.ordering's columns would make every row distinct: a send per row
         .distinct()
     )
     count = 0

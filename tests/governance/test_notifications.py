@@ -166,6 +166,23 @@ def test_reviews_requested_while_a_send_is_pending_join_it_instead_of_adding_tas
     assert sorted(args for _, args in queued) == [("email", alice.pk), ("team", None)]
 
 
+def test_the_flush_enqueues_one_send_per_reviewer_and_channel_not_per_row(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    channels: Receiver,
+    refund_rules: dict[str, Policy],
+    finance: Group,
+) -> None:
+    # The cluster (docs/scale.md): the outbox's default ordering made every queued row distinct,
+    # and each flush enqueued a send per row, 9,000 of them every five minutes.
+    alice = reviewer("alice", finance)
+    for amount in (300, 400, 500):
+        committed(django_capture_on_commit_callbacks, amount)
+    queued.clear()
+    assert notifications.flush() == 2
+    assert sorted(args for _, args in queued) == [("email", alice.pk), ("team", None)]
+
+
 def test_what_arrives_within_the_interval_waits_for_the_next_message(
     django_capture_on_commit_callbacks: Any,
     queued: list[Any],
