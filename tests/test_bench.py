@@ -43,7 +43,7 @@ def test_the_check_sees_every_way_of_importing_tests() -> None:
 
 
 def test_no_bench_file_imports_from_tests() -> None:
-    files = sorted(BENCH.glob("*.py"))
+    files = sorted(BENCH.rglob("*.py"))
     assert files, BENCH
     found = {
         f"{path.name}:{line}": module

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -304,3 +305,59 @@ def test_the_demo_model_answers_the_seeded_customers_and_the_reviewers_decisions
     sent_back = turn(script.ASK_PLAN, {"decision": "request_revision", "comments": []})
     assert sent_back.tool_calls[0]["args"]["title"].endswith("(revised)")
     assert turn("hello").content == "You said: hello"
+
+
+POOLED_CONNECTION_CLOSED = """
+import os, time
+import django
+import psycopg
+
+django.setup()
+from django.db import connection
+
+with connection.cursor() as cursor:
+    cursor.execute("SELECT 1")
+connection.close()  # back to the pool, as after every request and every Celery task
+time.sleep(1)  # the pool's background filling done
+with psycopg.connect(os.environ["ADMIN_DSN"], autocommit=True) as admin:
+    # What a restart does: every connection of the pool closed by the server.
+    closed = admin.execute(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+        " WHERE application_name = %s",
+        [os.environ["APP_NAME"]],
+    ).fetchone()[0]
+time.sleep(0.5)
+with connection.cursor() as cursor:
+    cursor.execute("SELECT 1")
+    print(closed > 0, cursor.fetchone()[0])
+"""
+
+
+def test_the_sites_pool_lends_no_connection_postgresql_has_closed() -> None:
+    # bench/cluster (docs/scale.md): PostgreSQL restarted, every pooled connection failed the
+    # next request or task that got it. CONN_HEALTH_CHECKS has the pool check before lending.
+    host = os.environ.get("NITRO_TEST_DB_HOST", "127.0.0.1")
+    port = os.environ.get("NITRO_TEST_DB_PORT", "5432")
+    user = os.environ.get("NITRO_TEST_DB_USER", "postgres")
+    password = os.environ.get("NITRO_TEST_DB_PASSWORD", "")
+    env = {k: v for k, v in os.environ.items() if k not in DEMO_VARIABLES}
+    app_name = f"pool-{uuid.uuid4().hex[:12]}"  # names this test's connections, and only them
+    env.update(
+        DJANGO_SETTINGS_MODULE="reviewsite.settings",
+        DATABASE_URL=(
+            f"postgres://{user}:{password}@{host}:{port}/postgres?application_name={app_name}"
+        ),
+        APP_NAME=app_name,
+        ADMIN_DSN=f"host={host} port={port} user={user} password={password} dbname=postgres",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", POOLED_CONNECTION_CLOSED],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["True", "1"]

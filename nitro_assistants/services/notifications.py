@@ -188,12 +188,32 @@ def _queue(
                     channel=name, user=user, kind=kind, review=review, thread=thread, text=text
                 )
             )
-    Notification.objects.bulk_create(rows)
     batches = {(row.channel, row.user.pk if row.user else None) for row in rows}
+    # A batch that already has rows queued has its send enqueued (or waiting out the interval):
+    # the new rows join it. One task per review and reviewer instead would grow as reviews ×
+    # reviewers, and crowd the runs and resumes out of the workers' queue (docs/scale.md).
+    # Rows a send misses (it ran before this commit) go with the next one or the flush.
+    waiting = _waiting(batches)
+    Notification.objects.bulk_create(rows)
     delay = app_settings.NOTIFY_DELAY
-    for channel, user_pk in sorted(batches, key=str):
+    for channel, user_pk in sorted(batches - waiting, key=str):
         transaction.on_commit(_enqueuer(channel, user_pk, delay), robust=True)
     return len(rows)
+
+
+def _waiting(batches: set[tuple[str, int | None]]) -> set[tuple[str, int | None]]:
+    """The (channel, user pk) batches among ``batches`` with notifications already queued."""
+    users = {user_pk for _, user_pk in batches if user_pk is not None}
+    found = (
+        Notification.objects.filter(status=Notification.Status.QUEUED)
+        .filter(channel__in={channel for channel, _ in batches})
+        .filter(Q(user__isnull=True) | Q(user_id__in=users))
+        .values_list("channel", "user_id")
+        .order_by()
+        .distinct()
+    )
+    queued: set[tuple[str, int | None]] = set(found)
+    return queued & batches
 
 
 def _enqueuer(channel: str, user_pk: int | None, countdown: float) -> Any:
@@ -342,6 +362,7 @@ def flush() -> int:
     pairs = (
         Notification.objects.filter(status=Notification.Status.QUEUED)
         .values_list("channel", "user_id")
+        .order_by()  # Meta.ordering's columns would make every row distinct: a send per row
         .distinct()
     )
     count = 0

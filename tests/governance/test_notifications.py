@@ -143,6 +143,46 @@ def test_one_batched_message_per_reviewer_and_channel_with_working_links(
     assert screen.context["review"].pk == first.pk
 
 
+def test_reviews_requested_while_a_send_is_pending_join_it_instead_of_adding_tasks(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    channels: Receiver,
+    refund_rules: dict[str, Policy],
+    finance: Group,
+) -> None:
+    # The cluster (docs/scale.md) found one send task per review and reviewer: 40 reviewers
+    # turned 700 conversations into 13,000 tasks that crowded out the runs and resumes.
+    alice = reviewer("alice", finance)
+    for amount in (300, 400, 500):
+        committed(django_capture_on_commit_callbacks, amount)
+    sent = [args for name, args in queued if name == "nitro_assistants.send_notifications"]
+    assert sent == [("email", alice.pk), ("team", None)]
+    assert tasks.send_notifications.apply(args=("email", alice.pk)).get() == 3
+    assert tasks.send_notifications.apply(args=("team", None)).get() == 3
+
+    # Nothing queued any more: the next review starts a batch, and enqueues its send.
+    queued.clear()
+    committed(django_capture_on_commit_callbacks, 600)
+    assert sorted(args for _, args in queued) == [("email", alice.pk), ("team", None)]
+
+
+def test_the_flush_enqueues_one_send_per_reviewer_and_channel_not_per_row(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    channels: Receiver,
+    refund_rules: dict[str, Policy],
+    finance: Group,
+) -> None:
+    # The cluster (docs/scale.md): the outbox's default ordering made every queued row distinct,
+    # and each flush enqueued a send per row, 9,000 of them every five minutes.
+    alice = reviewer("alice", finance)
+    for amount in (300, 400, 500):
+        committed(django_capture_on_commit_callbacks, amount)
+    queued.clear()
+    assert notifications.flush() == 2
+    assert sorted(args for _, args in queued) == [("email", alice.pk), ("team", None)]
+
+
 def test_what_arrives_within_the_interval_waits_for_the_next_message(
     django_capture_on_commit_callbacks: Any,
     queued: list[Any],
