@@ -130,16 +130,38 @@ def _cache_key(budget: str, who: str, now: float) -> str:
     return f"nitro_assistants:{budget}:{who}:{int(now // WINDOW)}"
 
 
+#: Seconds a client is asked to wait when the cache that counts the budgets cannot be reached.
+CACHE_DOWN_RETRY_AFTER = 5
+
+
+def _counter_unavailable(exc: Exception) -> ApiError:
+    """503 (retryable) when the budgets cannot be counted: the limits fail closed, so a cache
+    restart never lets a key guesser through, and the client is told to come back shortly
+    instead of getting a 500."""
+    logger.warning("API rate limits unavailable, the cache failed: %s", type(exc).__name__)
+    return ApiError(
+        503,
+        "rate_limit_unavailable",
+        "The rate limits cannot be counted just now (the cache is unreachable); "
+        f"retry in {CACHE_DOWN_RETRY_AFTER}s",
+        retryable=True,
+        headers={"Retry-After": str(CACHE_DOWN_RETRY_AFTER)},
+    )
+
+
 def _count(budget: str, who: str) -> int:
     """Count one more against ``who``'s ``budget`` this minute; the count so far."""
     cache_key = _cache_key(budget, who, clock())
-    if cache.add(cache_key, 1, timeout=WINDOW + 30):
-        return 1
     try:
-        return int(cache.incr(cache_key))
-    except ValueError:  # expired between add and incr
-        cache.add(cache_key, 1, timeout=WINDOW + 30)
-        return 1
+        if cache.add(cache_key, 1, timeout=WINDOW + 30):
+            return 1
+        try:
+            return int(cache.incr(cache_key))
+        except ValueError:  # expired between add and incr
+            cache.add(cache_key, 1, timeout=WINDOW + 30)
+            return 1
+    except Exception as exc:  # the cache backend's own errors (Redis, memcached) differ
+        raise _counter_unavailable(exc) from exc
 
 
 def _too_many(message: str) -> ApiError:
@@ -160,7 +182,10 @@ def refuse_failing_address(address: str) -> None:
     limit = app_settings.API_AUTH_FAILURE_LIMIT
     if limit <= 0:
         return
-    failures = cache.get(_cache_key("api-auth-failures", address, clock())) or 0
+    try:
+        failures = cache.get(_cache_key("api-auth-failures", address, clock())) or 0
+    except Exception as exc:  # the cache backend's own errors (Redis, memcached) differ
+        raise _counter_unavailable(exc) from exc
     if int(failures) >= limit:
         raise _too_many(f"Too many refused API keys from your address: at most {limit} a minute")
 

@@ -27,6 +27,8 @@ CODES = (
     "payload_too_large",
     "unsupported_media_type",
     "rate_limit_exceeded",
+    # The rate limits cannot be counted (the cache is unreachable): refused, retryable.
+    "rate_limit_unavailable",
     "internal_error",
     "bad_gateway",
     "assistant_decisions_unavailable",

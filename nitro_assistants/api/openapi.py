@@ -39,7 +39,9 @@ ERRORS = {
     "(`retryable`: true; see `Retry-After`).",
     "500": "An unexpected error (`internal_error`).",
     "503": "The decision is recorded, but the Assistants server cannot be reached: it will be "
-    "delivered later (`assistant_decisions_unavailable`, `retryable`: true).",
+    "delivered later (`assistant_decisions_unavailable`, `retryable`: true); or the rate limits "
+    "cannot be counted and nothing was done (`rate_limit_unavailable`, `retryable`: true, see "
+    "`Retry-After`).",
 }
 
 

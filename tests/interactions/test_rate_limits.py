@@ -113,3 +113,40 @@ def test_zero_turns_the_failure_limit_off(client: Client, minute: Any, settings:
     settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "API_AUTH_FAILURE_LIMIT": 0}
     for _ in range(10):
         assert_error(get(client, "nsk_guess"), 401, "unauthorized")
+
+
+def _closed_port() -> int:
+    """A local port nothing listens on (bound, then let go): a connection to it is refused."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("with_key", [True, False], ids=["api-key", "session"])
+def test_an_unreachable_cache_is_a_retryable_503_not_a_500(
+    client: Client, settings: Any, with_key: bool
+) -> None:
+    """Redis restarting under the limits (found by the many-hosts run, docs/scale.md): the
+    budgets cannot be counted, so the request is refused in the envelope, retryable, with a
+    Retry-After; the limits fail closed (no key is looked at uncounted) and nothing is a 500."""
+    olivia = User.objects.create_user("olivia")
+    key = ApiKey.generate(olivia, "CRM")[1]
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "API_RATE_LIMIT": 100}
+    settings.CACHES = {
+        **settings.CACHES,
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{_closed_port()}/0",
+        },
+    }
+    if with_key:
+        response = get(client, key)
+    else:
+        client.force_login(olivia)
+        response = client.get(REVIEWS)
+    body = assert_error(response, 503, "rate_limit_unavailable")
+    assert body["details"]["retryable"] is True
+    assert response["Retry-After"] == str(auth.CACHE_DOWN_RETRY_AFTER)
+    assert "retry in" in body["message"]
