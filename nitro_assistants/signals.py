@@ -19,6 +19,11 @@ review_decided = Signal()
 #: thread moved on elsewhere. sender: Review. provides args: review (Review), reason (str)
 review_superseded = Signal()
 
+#: A review failed: the assistant could not be told of its decision (refused, retries
+#: exhausted), or the graph is stuck on its pause. Not sent for a plan whose steps failed
+#: (``plan_finished``). sender: Review. provides args: review (Review), error (str)
+review_failed = Signal()
+
 #: A run or resume failed for good (graph error, refused request, retries exhausted).
 #: sender: Run. provides args: run (Run), thread (Thread), error (str)
 run_failed = Signal()

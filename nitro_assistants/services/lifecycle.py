@@ -34,7 +34,7 @@ EFFECTS: dict[str, tuple[str, Signal | None]] = {
     rules.EXECUTING: _DECIDED,
     rules.APPLIED: ("review_applied", None),
     rules.SUPERSEDED: ("review_superseded", signals.review_superseded),
-    rules.FAILED: ("review_failed", None),
+    rules.FAILED: ("review_failed", signals.review_failed),
     rules.COMPLETED: ("plan_completed", signals.plan_finished),
     # Ended without an answer (Agent Inbox's "ignore thread"): no longer pending, like a
     # superseded review, with the reason "dismissed".
@@ -80,6 +80,8 @@ def transition(
     record_event(review.thread, verb, review=review, run=run, actor=actor, **data)
     if signal is signals.plan_finished:
         signal_kwargs = {"status": to, **(signal_kwargs or {})}
+    elif signal is signals.review_failed:
+        signal_kwargs = {"error": str(data.get("error") or ""), **(signal_kwargs or {})}
     if signal is not None:
         send_on_commit(signal, Review, review=review, **(signal_kwargs or {}))
     return review

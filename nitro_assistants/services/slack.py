@@ -336,6 +336,8 @@ def ending(review: Review) -> str:
         return "Dismissed: the conversation was ended without an answer"
     if review.status == Review.Status.SUPERSEDED:
         return "Superseded: the conversation moved on, nothing was applied"
+    if review.status == Review.Status.FAILED:
+        return "Failed: the assistant could not be given an answer; see the review in the admin"
     return f"{review.get_status_display().capitalize()}"
 
 

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth.models import Group
+from django.db import transaction
 from django.test import Client
 
-from nitro_assistants import rules, services
+from nitro_assistants import rules, services, signals
 from nitro_assistants.models import (
     Decision,
     Event,
@@ -26,6 +28,7 @@ from nitro_assistants.models import (
 from nitro_assistants.services import notifications
 from nitro_assistants.services import policy_enforcement as policies
 from nitro_assistants.services import slack as slack_service
+from nitro_assistants.services.lifecycle import fail_review
 from nitro_assistants.testing.slack import SlackServer, signed_headers
 from tests.admin.conftest import make_tool_review
 from tests.channels.conftest import (
@@ -534,3 +537,37 @@ def test_a_quorum_counts_slack_approvals_and_the_card_shows_them(
     decision = Decision.objects.get(review=review)
     assert decision.channel == "slack"
     assert "Approved by bob, jane" in decision.note or "Approved by jane, bob" in decision.note
+
+
+def test_a_card_for_a_review_that_failed_says_so(
+    slack: SlackServer, jane: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """A review can end without a decision by failing (the graph stuck on its pause): the new
+    ``review_failed`` signal reaches the receiver that updates its cards, and the card stops
+    offering buttons for a review nobody can decide any more."""
+    interrupt_id = uuid.uuid4().hex
+    review = ReviewFactory(  # a plain interrupt() pause: the kind a stuck graph fails pending
+        kind=Review.Kind.INTERRUPT,
+        interrupt_ids=[interrupt_id],
+        payload={"pauses": [{"interrupt_id": interrupt_id, "kind": "interrupt", "value": "Ok?"}]},
+    )
+    post_card(slack, review)
+    seen: list[dict[str, Any]] = []
+
+    def record(sender: Any, **kwargs: Any) -> None:
+        seen.append({"sender": sender, **kwargs})
+
+    signals.review_failed.connect(record)
+    try:
+        with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+            fail_review(review, None, "the graph is stuck on this pause")
+    finally:
+        signals.review_failed.disconnect(record)
+    assert [(s["sender"], s["review"].pk, s["error"]) for s in seen] == [
+        (Review, review.pk, "the graph is stuck on this pause")
+    ]
+    assert signals.review_failed.has_listeners(Review)  # the app's: the cards' update
+    assert slack_service.close_cards(review.pk) == 1
+    (update,) = slack.calls("chat.update")
+    assert "Failed" in json.dumps(update["blocks"])
+    assert "nitro_approve" not in json.dumps(update["blocks"])
