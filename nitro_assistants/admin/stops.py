@@ -114,22 +114,8 @@ class StopAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         )
         obj.__dict__.update({k: v for k, v in row.__dict__.items() if k != "_state"})
         obj._state.adding = False
-        if row.cancel_failures:
-            self.message_user(
-                request,
-                ngettext(
-                    "The stop is in force here, but %(n)d run could not be cancelled on the "
-                    "server: %(errors)s",
-                    "The stop is in force here, but %(n)d runs could not be cancelled on the "
-                    "server: %(errors)s",
-                    len(row.cancel_failures),
-                )
-                % {
-                    "n": len(row.cancel_failures),
-                    "errors": "; ".join(f["error"] for f in row.cancel_failures),
-                },
-                messages.ERROR,
-            )
+        # The cancels go out once the admin's transaction commits; one that fails shows in
+        # the banner and on the stop's page.
 
     def _resume(self, request: HttpRequest, queryset: QuerySet[Stop], stage: str) -> None:
         count = 0

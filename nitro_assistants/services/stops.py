@@ -138,9 +138,10 @@ def stop(
 ) -> Stop:
     """Stop ``scope`` (``all``, ``assistant``, ``tool``, ``thread``; the target named by
     ``assistant``, ``tool`` or ``thread``) for ``reason``, then cancel the runs going on in its
-    scope on the server. The stop is committed before any cancel is sent: a cancel the server
-    refuses or does not answer leaves the stop in force here, recorded in
-    ``Stop.cancel_failures`` and the audit chain (``stop_cancel_failed``). Raises
+    scope on the server once the stop is committed (at once outside a transaction; the returned
+    row then has ``cancelled_runs`` and ``cancel_failures``). A cancel the server refuses or
+    does not answer leaves the stop in force here, recorded in ``Stop.cancel_failures``, the
+    audit chain (``stop_cancel_failed``) and the admin's banner. Raises
     ``InvalidArgumentError`` for a bad scope, a missing target or reason. Who may stop is the
     caller's question (the ``stop_assistants`` permission in the admin and the command)."""
     reason = str(reason or "")
@@ -164,11 +165,17 @@ def stop(
             target=row.target,
             reason=reason,
         )
+        # Once the stop is committed (the worker refuses queued runs from then on), in the
+        # caller's transaction too (the admin's): no cancel goes out for a stop rolled back.
+        transaction.on_commit(lambda: _stopped(row, user), robust=True)
+    return row
+
+
+def _stopped(row: Stop, user: Any) -> None:
     _cancel_runs(row, user)
     signals.stopped.send(
         sender=Stop, stop=row, cancelled=row.cancelled_runs, failures=row.cancel_failures
     )
-    return row
 
 
 def _running(row: Stop) -> QuerySet[Run]:

@@ -149,7 +149,7 @@ def test_a_run_queued_before_the_stop_is_never_sent(fake_assistant: FakeAssistan
 
 
 def test_running_runs_are_cancelled_and_a_failed_cancel_keeps_the_stop(
-    fake_assistant: FakeAssistant,
+    fake_assistant: FakeAssistant, django_capture_on_commit_callbacks: Any
 ) -> None:
     threads = [Thread.objects.create(assistant_key="walkthrough") for _ in range(2)]
     for n, thread in enumerate(threads):
@@ -158,7 +158,9 @@ def test_running_runs_are_cancelled_and_a_failed_cancel_keeps_the_stop(
     sent: list[dict[str, Any]] = []
     signals.stopped.connect(lambda sender, **kw: sent.append(kw), weak=False, dispatch_uid="t")
     try:
-        row = stops.stop(stopper(), scope="all", reason="incident")
+        with django_capture_on_commit_callbacks(execute=True):
+            row = stops.stop(stopper(), scope="all", reason="incident")
+            assert fake_assistant.called("cancel_run") == []  # not before the stop commits
     finally:
         signals.stopped.disconnect(dispatch_uid="t")
     assert [c["run_id"] for c in fake_assistant.called("cancel_run")] == ["remote-0", "remote-1"]
