@@ -336,9 +336,12 @@ def _groups_through(user: Any) -> Any:
 
 
 def _deciding_reviews() -> QuerySet[Review]:
-    reviews = Review.objects.select_related(
-        "thread", "decision", "handling__group"
-    ).select_for_update(of=("self",), no_key=True)
+    reviews = (
+        Review.objects.select_related("thread", "decision", "handling__group")
+        .select_for_update(of=("self",), no_key=True)
+        # Whether a stop may freeze it, in the same statement (stops.check_review).
+        .annotate(**{stops.SUSPECTED: stops.suspected_for_review()})
+    )
     # The id the decision will have (:data:`DECISION_ID`) on PostgreSQL: inserted with the
     # decision's events then, not in a statement of its own. Unused (a replay, an approval, an
     # error), it is a gap in the ids.

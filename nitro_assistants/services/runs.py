@@ -38,7 +38,12 @@ ENDED_REMOTE_STATUSES = frozenset({"success", "interrupted"})
 
 #: A run locked (only its row) with its thread: compiled once (:mod:`.sql.reads`, issue 21).
 _LOCKED_RUN = reads.Read(
-    lambda: Run.objects.select_for_update(of=("self",), no_key=True).select_related("thread")
+    lambda: (
+        Run.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("thread")
+        # Whether a stop may refuse it, in the same statement (execute_run asks no more when not).
+        .annotate(**{stops.SUSPECTED: stops.suspected_for_run()})
+    )
 )
 
 
@@ -197,7 +202,9 @@ def execute_run(run: Run | uuid.UUID | str) -> Run:
     run = claim_run(pk)
     if run.finished:
         return run
-    stopped = stops.stop_for_run(run.thread, run.thread.assistant_key)
+    stopped = None
+    if getattr(run, stops.SUSPECTED, True) is not False:
+        stopped = stops.stop_for_run(run.thread, run.thread.assistant_key)
     if stopped is not None:  # queued before a stop: never sent
         return fail_run(run, f"New runs are refused: {stopped.explanation}")
     assistant = clients.assistant_for(run.thread.assistant_key)

@@ -15,7 +15,7 @@ import logging
 from typing import Any, Literal
 
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from nitro_assistants import signals
@@ -85,8 +85,42 @@ def stop_for_run(thread: Thread | None, assistant_key: str) -> Stop | None:
     )
 
 
+#: The annotation :func:`suspected_for_review` and :func:`suspected_for_run` give a row read
+#: for a decision or a run: False when no stop can be in force for it, so the check costs no
+#: statement of its own on the common path (issue 35's budget).
+SUSPECTED = "stop_suspected"
+
+
+def suspected_for_review(thread: str = "thread") -> Exists:
+    """Whether a stop may freeze the review of each row (its thread reached by ``thread``): one
+    of everything, its assistant or its thread, or any tool's (then :func:`stop_for_review`
+    reads which)."""
+    return Exists(
+        Stop.objects.filter(reviews_resumed_at__isnull=True).filter(
+            Q(scope=Stop.Scope.ALL)
+            | Q(scope=Stop.Scope.TOOL)
+            | Q(scope=Stop.Scope.ASSISTANT, assistant=OuterRef(f"{thread}__assistant_key"))
+            | Q(scope=Stop.Scope.THREAD, thread_id=OuterRef(f"{thread}_id"))
+        )
+    )
+
+
+def suspected_for_run(thread: str = "thread") -> Exists:
+    """Whether a stop may refuse a run of each row's thread (see :func:`suspected_for_review`)."""
+    return Exists(
+        Stop.objects.filter(resumed_at__isnull=True).filter(
+            Q(scope=Stop.Scope.ALL)
+            | Q(scope=Stop.Scope.ASSISTANT, assistant=OuterRef(f"{thread}__assistant_key"))
+            | Q(scope=Stop.Scope.THREAD, thread_id=OuterRef(f"{thread}_id"))
+        )
+    )
+
+
 def check_review(review: Review) -> None:
-    """Raise ``ReviewsStoppedError`` (who stopped what and why) if a stop freezes ``review``."""
+    """Raise ``ReviewsStoppedError`` (who stopped what and why) if a stop freezes ``review``.
+    A review read with :data:`SUSPECTED` False is not frozen: nothing more is read."""
+    if getattr(review, SUSPECTED, True) is False:
+        return
     found = stop_for_review(review)
     if found is not None:
         raise ReviewsStoppedError(f"This review is frozen: {found.explanation}", stop=found)
@@ -254,6 +288,7 @@ def resume(row: Stop | int, user: Any, *, stage: Stage = "all") -> Stop:
 
 __all__ = [
     "STOP_PERMISSION",
+    "SUSPECTED",
     "check_review",
     "check_run",
     "in_force",
@@ -261,5 +296,7 @@ __all__ = [
     "stop",
     "stop_for_review",
     "stop_for_run",
+    "suspected_for_review",
+    "suspected_for_run",
     "validate",
 ]
