@@ -6,12 +6,14 @@ from __future__ import annotations
 import datetime
 import io
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -291,3 +293,64 @@ def test_a_frozen_review_is_still_listed_pending() -> None:
     review = mirrored(30)
     stops.stop(None, scope="all", reason="x")
     assert Review.objects.filter(pk=review.pk, status="pending").exists()
+
+
+@pytest.mark.postgresql("row locks")
+@pytest.mark.django_db(transaction=True)
+def test_two_racing_resumes_resume_once() -> None:
+    row = stops.stop(stopper(), scope="all", reason="racing")
+    barrier = threading.Barrier(2)
+
+    def resume() -> None:
+        barrier.wait()
+        try:
+            stops.resume(row.pk, None, stage="all")
+        finally:
+            connection.close()
+
+    racers = [threading.Thread(target=resume) for _ in range(2)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join()
+    assert Event.objects.filter(verb="assistants_resumed").count() == 1
+    assert not Stop.objects.get(pk=row.pk).in_force
+
+
+@pytest.mark.postgresql("row locks")
+@pytest.mark.django_db(transaction=True)
+def test_a_decision_racing_a_stop_is_recorded_before_it_or_refused() -> None:
+    reviews = [mirrored(30) for _ in range(20)]
+    barrier = threading.Barrier(2)
+    refused: list[int] = []
+
+    def decide_all() -> None:
+        barrier.wait()
+        try:
+            for review in reviews:
+                try:
+                    services.decide(review, None, approve(review))
+                except ReviewsStoppedError:
+                    refused.append(review.pk)
+        finally:
+            connection.close()
+
+    def stop_all() -> None:
+        barrier.wait()
+        try:
+            stops.stop(None, scope="all", reason="race")
+        finally:
+            connection.close()
+
+    racers = [threading.Thread(target=decide_all), threading.Thread(target=stop_all)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join()
+    # Every review has one outcome: decided (before the stop committed) or still pending.
+    for review in reviews:
+        review.refresh_from_db()
+        assert (review.status == "pending") == (review.pk in refused), review.status
+    # Once the stop was seen, every later review was refused: decisions never resume after it.
+    decided = [r.pk for r in reviews if r.pk not in refused]
+    assert decided == [r.pk for r in reviews[: len(decided)]]
