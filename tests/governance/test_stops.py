@@ -354,3 +354,27 @@ def test_a_decision_racing_a_stop_is_recorded_before_it_or_refused() -> None:
     # Once the stop was seen, every later review was refused: decisions never resume after it.
     decided = [r.pk for r in reviews if r.pk not in refused]
     assert decided == [r.pk for r in reviews[: len(decided)]]
+
+
+def test_a_tools_stop_freezes_an_agent_inbox_request_for_it() -> None:
+    thread = Thread.objects.create(assistant_key="inbox")
+    review = Review.objects.create(
+        thread=thread,
+        kind="inbox",
+        interrupt_ids=["i1"],
+        payload={
+            "pauses": [
+                {
+                    "interrupt_id": "i1",
+                    "kind": "inbox",
+                    "value": None,
+                    "action_request": {"action": "send_refund", "args": {"amount": 5}},
+                }
+            ]
+        },
+    )
+    assert stops.stop_for_review(review) is None
+    row = stops.stop(None, scope="tool", tool="send_refund", reason="x")
+    assert stops.stop_for_review(review) == row
+    with pytest.raises(ReviewsStoppedError):
+        services.decide(review, None, {"revision": review.revision, "digest": review.digest})
