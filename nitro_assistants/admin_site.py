@@ -10,10 +10,12 @@ from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
 from nitro_assistants.models import Review
+from nitro_assistants.services import stops
 from nitro_assistants.services.claims import pending_decidable
 
 #: The badge is styled inline: the admin index loads only the admin's own stylesheets.
@@ -64,5 +66,25 @@ class ReviewCountMixin:
         return app_list
 
 
-class AdminSite(ReviewCountMixin, admin.AdminSite):
-    """Django's admin site, with the pending-review count beside "Reviews"."""
+class StopBannerMixin:
+    """``nitro_stops`` (the stops in force) in every admin page's context, for the banner of
+    ``admin/base_site.html``, to signed-in staff."""
+
+    def each_context(self, request: HttpRequest) -> dict[str, Any]:
+        context: dict[str, Any] = super().each_context(request)  # type: ignore[misc]
+        user = getattr(request, "user", None)
+        if getattr(user, "is_staff", False) and getattr(user, "is_active", False):
+            context["nitro_stops"] = list(stops.in_force())
+            if context["nitro_stops"]:
+                try:
+                    context["nitro_stops_url"] = reverse(
+                        f"{self.name}:nitro_assistants_stop_changelist"  # type: ignore[attr-defined]
+                    )
+                except NoReverseMatch:
+                    context["nitro_stops_url"] = ""
+        return context
+
+
+class AdminSite(StopBannerMixin, ReviewCountMixin, admin.AdminSite):
+    """Django's admin site, with the pending-review count beside "Reviews" and a banner on
+    every page while a stop is in force."""

@@ -5,6 +5,8 @@ No Django import here: :mod:`nitro_assistants.client` re-exports these and must 
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class NitroAssistantsError(Exception):
     """Root of every error this package raises.
@@ -135,3 +137,20 @@ class ReviewStateError(NitroAssistantsError):
 class LaunchError(NitroAssistantsError, RuntimeError):
     """A process :mod:`nitro_assistants.testing.launchers` started (``langgraph dev``, a Celery
     worker, Redis) exited or did not answer in time; the message ends with its log's last lines."""
+
+
+class StoppedError(NitroAssistantsError):
+    """Staff stopped what this would touch (``nitro_assistants.services.stops``); the message
+    says who stopped what and why, and ``stop`` is the :class:`~nitro_assistants.models.Stop`."""
+
+    def __init__(self, *args: object, stop: Any = None) -> None:
+        super().__init__(*args)
+        self.stop = stop
+
+
+class RunsStoppedError(StoppedError, RunError):
+    """A new run (or a queued one) of a stopped assistant, thread, or of everything."""
+
+
+class ReviewsStoppedError(StoppedError, InteractionConflictError):
+    """A decision or dismissal of a review frozen by a stop (the API answers 409 ``conflict``)."""

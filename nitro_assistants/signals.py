@@ -68,3 +68,14 @@ review_auto_decided = Signal()
 #: A review's deadline passed and its rule escalated it to another group (priority raised).
 #: sender: Review. provides args: review (Review), group (Group), rule (dict)
 review_escalated = Signal()
+
+#: Staff stopped assistants (all, one assistant, one tool or one thread; services/stops.py): new
+#: runs in its scope are refused, running ones cancelled, pending reviews frozen.
+#: sender: Stop. provides args: stop (Stop), cancelled (list[str]: remote run ids), failures
+#: (list[dict]: run, error; the cancels the server refused or did not answer)
+stopped = Signal()
+
+#: A stop was resumed: ``stage`` is "reviews" (its pending reviews may be decided again; new
+#: runs still refused) or "all" (the stop is over). sender: Stop. provides args: stop (Stop),
+#: stage (str)
+resumed = Signal()

@@ -23,6 +23,8 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
+    # Before the admin: its admin/base_site.html (the stop banner) extends the admin's.
+    "nitro_assistants",
     "nitro_assistants.admin_apps.NitroAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -31,7 +33,6 @@ INSTALLED_APPS = [
     # WhiteNoise serves the static files under runserver too, as it does under gunicorn.
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
-    "nitro_assistants",
     "reviewsite.apps.ReviewSiteConfig",
 ]
 

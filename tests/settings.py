@@ -16,12 +16,13 @@ TIME_ZONE = "UTC"
 ALLOWED_HOSTS = ["*"]
 
 INSTALLED_APPS = [
+    # Before the admin: its admin/base_site.html (the stop banner) extends the admin's.
+    "nitro_assistants",
     "nitro_assistants.admin_apps.NitroAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
-    "nitro_assistants",
 ]
 
 MIDDLEWARE = [
@@ -152,6 +153,7 @@ NITRO_ASSISTANTS = {
         "plain_interrupt": {"api_key": "test-key", "assistant_id": "plain_interrupt"},
         "parallel": {"api_key": "test-key", "assistant_id": "parallel"},
         "schema": {"api_key": "test-key", "assistant_id": "schema"},
+        "slow": {"api_key": "test-key", "assistant_id": "slow"},
     },
     "DELIVERY_PENDING_AFTER": 300,
     "RUN_MODE": os.environ.get("NITRO_TEST_RUN_MODE", "wait"),

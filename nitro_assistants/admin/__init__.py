@@ -18,6 +18,7 @@ from nitro_assistants.admin import (
     notifications,
     policies,
     reviews,
+    stops,
     threads,
 )
 from nitro_assistants.admin.forms import DECISION_FORMS, register_decision_form
@@ -36,5 +37,6 @@ __all__ = [
     "policies",
     "register_decision_form",
     "reviews",
+    "stops",
     "threads",
 ]

@@ -363,6 +363,25 @@ class Assistants:
         run: dict[str, Any] = self._run_object(response, RunError)
         return run
 
+    def cancel_run(self, thread_id: str, run_id: str, *, action: str = "interrupt") -> None:
+        """Cancel a pending or running run (``POST /threads/{id}/runs/{run_id}/cancel``).
+        ``action="interrupt"`` stops it where it is (its checkpoint kept); ``"rollback"`` also
+        deletes the run and its checkpoints. A run that has already ended is not an error (the
+        server answers 404 or 409 for it then)."""
+        thread_id = _check_uuid(thread_id, RunError)
+        if action not in ("interrupt", "rollback"):
+            raise RunError(f"Invalid cancel action `{action}`; allowed: interrupt, rollback")
+        try:
+            response = self.transport.request(
+                "POST",
+                f"/threads/{thread_id}/runs/{_checked_run_id(run_id, RunError)}/cancel",
+                params={"action": action},
+            )
+        except TransportError as exc:
+            raise RunError(str(exc), transient=True) from None
+        if not response.ok and response.status_code not in (404, 409):
+            raise _error(RunError, detail_of(response), response)
+
     def list_runs(self, thread_id: str, limit: int = 20) -> list[dict[str, Any]]:
         """The thread's runs, newest first, each with the ``metadata`` it was created with."""
         thread_id = _check_uuid(thread_id, RunError)

@@ -148,6 +148,9 @@ class Assistant:
     def get_run(self, thread_id: str, run_id: str) -> dict[str, Any]:
         return self.client.get_run(thread_id, run_id)
 
+    def cancel_run(self, thread_id: str, run_id: str, *, action: str = "interrupt") -> None:
+        self.client.cancel_run(thread_id, run_id, action=action)
+
 
 class Registry:
     """Assistants by key, from a config like ``settings.NITRO_ASSISTANTS``::

@@ -10,6 +10,7 @@ from nitro_assistants.models.interactions import ApiKey, StepResult
 from nitro_assistants.models.notifications import Notification, NotificationPreference
 from nitro_assistants.models.policies import Approval, Policy, ReviewHandling
 from nitro_assistants.models.reviews import Decision, Review
+from nitro_assistants.models.stops import Stop
 from nitro_assistants.models.threads import Run, Thread
 
 __all__ = [
@@ -31,5 +32,6 @@ __all__ = [
     "SlackRequest",
     "SlackUser",
     "StepResult",
+    "Stop",
     "Thread",
 ]

@@ -30,7 +30,7 @@ from nitro_assistants.exceptions import (
     ThreadResumptionError,
 )
 from nitro_assistants.models import Approval, Decision, Review, Run, Thread
-from nitro_assistants.services import clients, policy_enforcement
+from nitro_assistants.services import clients, policy_enforcement, stops
 from nitro_assistants.services.audit import events_batched
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.interactions import decide_interaction, username
@@ -278,6 +278,7 @@ def decide(
         locked = _locked_for_decision(pk, user)
         if not may_decide(user, locked, via):
             raise refusal(locked, via, user)
+        stops.check_review(locked)  # frozen by a stop: refused, whoever decides
         if locked.kind in rules.INTERACTION_KINDS:
             recorded = functools.cache(lambda: _latest_interaction_decision(locked, user))
             answer = rules.check_interaction_decision(
@@ -335,9 +336,12 @@ def _groups_through(user: Any) -> Any:
 
 
 def _deciding_reviews() -> QuerySet[Review]:
-    reviews = Review.objects.select_related(
-        "thread", "decision", "handling__group"
-    ).select_for_update(of=("self",), no_key=True)
+    reviews = (
+        Review.objects.select_related("thread", "decision", "handling__group")
+        .select_for_update(of=("self",), no_key=True)
+        # Whether a stop may freeze it, in the same statement (stops.check_review).
+        .annotate(**{stops.SUSPECTED: stops.suspected_for_review()})
+    )
     # The id the decision will have (:data:`DECISION_ID`) on PostgreSQL: inserted with the
     # decision's events then, not in a statement of its own. Unused (a replay, an approval, an
     # error), it is a gap in the ids.
@@ -396,6 +400,7 @@ def dismiss(review: Review | int, user: Any, *, via: Channel = None) -> Review:
             )
         if not may_decide(user, locked, via):
             raise refusal(locked, via, user)
+        stops.check_review(locked)
         if not rules.may_move(locked.kind, locked.status, rules.DISMISSED):
             raise _not_pending(locked)
         thread = locked.thread

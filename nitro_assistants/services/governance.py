@@ -17,7 +17,7 @@ from nitro_assistants import policy_rules, rules, signals
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import ThreadResumptionError
 from nitro_assistants.models import Decision, Notification, Review, ReviewHandling
-from nitro_assistants.services import notifications
+from nitro_assistants.services import notifications, stops
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.decisions import decide
 from nitro_assistants.services.policy_enforcement import PolicyActor
@@ -76,6 +76,8 @@ def apply_policy(review: Review | int) -> Decision | None:
             .first()
         )
         if locked is None or locked.status != rules.PENDING:
+            return None
+        if stops.stop_for_review(locked) is not None:  # frozen: left to people after the resume
             return None
         try:
             row = locked.handling
@@ -184,6 +186,10 @@ def apply_deadlines(pks: list[int], now: datetime.datetime) -> dict[str, int]:
         )
         changed = []
         for row in rows:
+            if stops.stop_for_review(locked[row.review_id]) is not None:
+                # Frozen: its deadline waits, applied by the first sweep after the resume.
+                counts["stopped"] = counts.get("stopped", 0) + 1
+                continue
             done = _apply(locked[row.review_id], row, now)
             counts[done] = counts.get(done, 0) + 1
             if done in ("escalated", "overdue"):
@@ -196,7 +202,7 @@ def apply_deadlines(pks: list[int], now: datetime.datetime) -> dict[str, int]:
 
 def apply_deadline(review: Review | int, *, now: datetime.datetime | None = None) -> str:
     """Apply one review's passed deadline (see :func:`apply_deadlines`): ``"escalated"``,
-    ``"approved"``, ``"rejected"``, ``"overdue"``, ``"failed"``, or ``""`` when nothing was due
+    ``"approved"``, ``"rejected"``, ``"overdue"``, ``"failed"``, ``"stopped"`` (frozen by a stop: left due), or ``""`` when nothing was due
     (another sweep took it, someone decided it)."""
     pk = review.pk if isinstance(review, Review) else review
     counts = apply_deadlines([pk], now or timezone.now())

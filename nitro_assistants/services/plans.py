@@ -16,6 +16,7 @@ from nitro_assistants import rules
 from nitro_assistants.conf import app_settings
 from nitro_assistants.models import Review, StepResult
 from nitro_assistants.operations import get_operation
+from nitro_assistants.services import stops
 from nitro_assistants.services.audit import record_event
 from nitro_assistants.services.enqueue import enqueue, send
 from nitro_assistants.services.lifecycle import transition
@@ -135,7 +136,10 @@ def execute_plan_step(step: StepResult | int) -> StepResult:
     outcome: dict[str, Any] = {}
     error = ""
     operation = get_operation(result.action)
-    if operation is None:
+    stopped = stops.stop_for_run(review.thread, review.thread.assistant_key)
+    if stopped is not None:  # a stop in force runs nothing in its scope, a plan's step neither
+        error = f"Not run: {stopped.explanation}"
+    elif operation is None:
         error = f"Unknown action {result.action!r}: no operation is registered under that name"
     elif user is None or not user.is_active:
         error = "The user who approved the plan is no longer active"

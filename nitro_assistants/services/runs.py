@@ -15,7 +15,7 @@ from nitro_assistants.client import RunResult
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError, RunError
 from nitro_assistants.models import Event, Run, Thread
-from nitro_assistants.services import clients, sql
+from nitro_assistants.services import clients, sql, stops
 from nitro_assistants.services.audit import (
     build_event,
     events_batched,
@@ -38,7 +38,12 @@ ENDED_REMOTE_STATUSES = frozenset({"success", "interrupted"})
 
 #: A run locked (only its row) with its thread: compiled once (:mod:`.sql.reads`, issue 21).
 _LOCKED_RUN = reads.Read(
-    lambda: Run.objects.select_for_update(of=("self",), no_key=True).select_related("thread")
+    lambda: (
+        Run.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("thread")
+        # Whether a stop may refuse it, in the same statement (execute_run asks no more when not).
+        .annotate(**{stops.SUSPECTED: stops.suspected_for_run()})
+    )
 )
 
 
@@ -71,6 +76,11 @@ def start_run(
     payload = _normalize_messages(messages)
     if metadata is not None and not isinstance(metadata, dict):
         raise RunError("A thread's metadata is a dict.")
+    # A stop in force refuses the run before anything is stored (RunsStoppedError).
+    if isinstance(thread, str):
+        stops.check_run(None, thread)
+    else:
+        stops.check_run(thread, thread.assistant_key)
     changed: list[str] = []
     if (
         isinstance(thread, str)
@@ -192,6 +202,11 @@ def execute_run(run: Run | uuid.UUID | str) -> Run:
     run = claim_run(pk)
     if run.finished:
         return run
+    stopped = None
+    if getattr(run, stops.SUSPECTED, True) is not False:
+        stopped = stops.stop_for_run(run.thread, run.thread.assistant_key)
+    if stopped is not None:  # queued before a stop: never sent
+        return fail_run(run, f"New runs are refused: {stopped.explanation}")
     assistant = clients.assistant_for(run.thread.assistant_key)
     try:
         if app_settings.RUN_MODE == "background":

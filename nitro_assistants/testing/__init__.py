@@ -242,6 +242,13 @@ class FakeAssistant:
         found = [run for run in self.remote_runs if run.get("run_id") == run_id]
         return found[-1] if found else {"run_id": run_id, "status": "success", "metadata": {}}
 
+    def cancel_run(self, thread_id: str, run_id: str, *, action: str = "interrupt") -> None:
+        """Marks the run of :attr:`remote_runs` with ``run_id`` (if any) ``interrupted``."""
+        self._record("cancel_run", {"thread_id": thread_id, "run_id": run_id, "action": action})
+        for run in self.remote_runs:
+            if run.get("run_id") == run_id and run.get("status") in ("pending", "running"):
+                run["status"] = "interrupted"
+
     def list_runs(self, thread_id: str, limit: int = 20) -> list[dict[str, Any]]:
         self._record("list_runs", {"thread_id": thread_id, "limit": limit})
         return list(self.remote_runs)

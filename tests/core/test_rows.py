@@ -21,7 +21,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from nitro_assistants.models import Decision, Review, ReviewHandling, Run, Thread
-from nitro_assistants.services import decisions, resumes, runs
+from nitro_assistants.services import decisions, resumes, runs, stops
 from nitro_assistants.services.sql import reads
 from tests.factories import DecisionFactory, ReviewFactory, RunFactory, ThreadFactory
 
@@ -91,6 +91,7 @@ def test_a_locked_run_with_its_thread() -> None:
         lambda: (
             Run.objects.select_for_update(of=("self",), no_key=True)
             .select_related("thread")
+            .annotate(**{stops.SUSPECTED: stops.suspected_for_run()})
             .get(pk=run.pk)
         ),
         lambda: runs._LOCKED_RUN.get(run.pk),
@@ -99,10 +100,12 @@ def test_a_locked_run_with_its_thread() -> None:
     assert got.thread.metadata == {"customer": {"id": 7, "tags": ["vip", "é"]}}
     assert isinstance(got.thread.thread_id, uuid.UUID)
     assert isinstance(got.thread.synced_at, dt.datetime)
+    assert getattr(got, stops.SUSPECTED) is False  # no stop: execute_run reads no more
     same_read(  # the pk as a task's argument gives it: a string
         lambda: (
             Run.objects.select_for_update(of=("self",), no_key=True)
             .select_related("thread")
+            .annotate(**{stops.SUSPECTED: stops.suspected_for_run()})
             .get(pk=str(run.pk))
         ),
         lambda: runs._LOCKED_RUN.get(str(run.pk)),

@@ -35,7 +35,7 @@ pytestmark = [
 #: Statements per call without a shared cache. What each one is, in order, is in the docstring
 #: of the test.
 BUDGET = {
-    "start_run": 1,
+    "start_run": 2,
     "execute_run": 11,
     "claim_review": 1,
     "decide": 4,
@@ -56,7 +56,11 @@ def counted(name: str, call: Callable[[], Any], spent: dict[str, list[str]]) -> 
 def test_a_governed_flow_stays_within_its_statement_budget(
     fake_assistant: FakeAssistant, enqueued: list[Any], settings: Any, live_cache: str | None
 ) -> None:
-    """start_run: one statement (the thread, its run, its two events and its chain's head).
+    """start_run: two statements: whether a stop refuses the run (issue 36: a new thread has no
+    row to carry the check), then one (the thread, its run, its two events and its chain's head).
+
+    A stop check rides on execute_run's and decide's locked reads (an ``Exists`` annotation):
+    they spend nothing more for it.
 
     execute_run (11; 10 with the shared cache): the claim, committed before the server is
     called: BEGIN, the run locked (with its thread), one statement that counts the attempt,

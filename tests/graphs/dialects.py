@@ -4,6 +4,7 @@ declared ``response_schema``. The real LangGraph server runs them in the tests."
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import warnings
 from typing import Annotated, Any, TypedDict
@@ -138,5 +139,22 @@ schema = (
     .add_node("order", _order)
     .add_edge(START, "order")
     .add_edge("order", END)
+    .compile()
+)
+
+
+# -- a run that takes long: the stop button cancels it on the server (services/stops.py) --------
+
+
+async def _linger(state: State) -> dict[str, Any]:
+    await asyncio.sleep(120)
+    return _say("finished lingering")
+
+
+slow = (
+    StateGraph(State)
+    .add_node("linger", _linger)
+    .add_edge(START, "linger")
+    .add_edge("linger", END)
     .compile()
 )

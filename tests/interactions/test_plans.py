@@ -10,6 +10,7 @@ import pytest
 import nitro_assistants
 from nitro_assistants import operations, services, tasks
 from nitro_assistants.models import ApiKey, Decision, Review, StepResult
+from nitro_assistants.services import stops
 from tests.interactions.conftest import Api, assert_error, plan, step
 
 pytestmark = pytest.mark.django_db
@@ -287,3 +288,23 @@ def test_an_overlong_interaction_id_is_kept_and_flagged(interaction: Any) -> Non
     review = interaction("question", [], interaction_id="x" * 200)
     assert review.interaction_id == "x" * 128
     assert review.payload["problems"] == ["The interactionId is longer than 128 characters"]
+
+
+def test_a_stop_runs_no_step_of_an_approved_plan(
+    api: Api,
+    interaction: Any,
+    registered_operations: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    sent: list[int] = []
+    monkeypatch.setattr(tasks.execute_plan_step, "delay", sent.append)
+    monkeypatch.setattr(tasks.resume_thread, "delay", lambda pk: None)
+    review = interaction("plan", plan(step("only")))
+    with django_capture_on_commit_callbacks(execute=True):
+        api.decide(review, {"decision": "approve"})
+    stops.stop(None, scope="thread", thread=review.thread, reason="customer left")
+    (pk,) = sent
+    result = services.execute_plan_step(pk)
+    assert result.status == "failed" and "customer left" in result.message
+    assert registered_operations == []

@@ -108,6 +108,9 @@ class Command(BaseCommand):
                     (options["username"], options["second_username"]),
                     options["password"],
                 )
+                page.context.clear_cookies()  # the quorum's second reviewer was last
+                self.log_in(page, options["username"], options["password"])
+                self.check_stop(page)
             finally:
                 browser.close()
 
@@ -141,6 +144,32 @@ class Command(BaseCommand):
             f"review {governed['auto'].pk} approved by its rule, review {governed['quorum'].pk} "
             f"approved by two ({quorum.note}), review {governed['escalated'].pk} escalated"
         )
+
+    def check_stop(self, page: Page) -> None:
+        """The stop button: a stop of one tool added in the admin shows its banner on every
+        page; resumed fully, the banner goes."""
+        self.open(page, "/admin/nitro_assistants/stop/add/", "stop_add")
+        page.select_option("#id_scope", "tool")
+        page.fill("#id_tool", "demo_check_tool")
+        page.fill("#id_reason", "the demo check stops a tool")
+        with page.expect_navigation():
+            page.click("input[name=_save]")
+        for path, name in (
+            ("/admin/", "stop_banner_index"),
+            ("/admin/nitro_assistants/review/", "stop_banner_queue"),
+        ):
+            self.open(page, path, name)
+            banner = page.locator(".nitro-stop-banner")
+            if not banner.count() or "the demo check stops a tool" not in banner.inner_text():
+                raise CommandError(f"{path} shows no stop banner while a stop is in force")
+        self.open(page, "/admin/nitro_assistants/stop/", "stops")
+        page.locator("#result_list tbody input[name=_selected_action]").first.check()
+        page.select_option("select[name=action]", "resume_all")
+        with page.expect_navigation():
+            page.click("button[name=index]")
+        self.open(page, "/admin/", "stop_resumed")
+        if page.locator(".nitro-stop-banner").count():
+            raise CommandError("the stop banner stays after the stop was resumed")
 
     def governed(self) -> dict[str, Review]:
         """The seeded reviews the example rules handled: ``auto`` (approved by its rule),
