@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from nitro_assistants import rules, services
+from nitro_assistants import redacting, rules, services
 from nitro_assistants.api.errors import ApiError, refused
 from nitro_assistants.api.views import _json_body, _page_params, endpoint
 from nitro_assistants.client.results import INBOX_TYPES, REPLY_DECISIONS, message_text
@@ -119,7 +119,10 @@ def describe_review(review: Review) -> dict[str, Any]:
             if isinstance(pause, dict)
         ]
         shown["stuckError"] = review.payload.get("error") if review.status == "failed" else None
-    return shown
+    # What a reviewer reads is redacted (REDACT); ``redacted`` names the parts of what the
+    # review holds that are not shown whole, so a client can say so.
+    shown["redacted"] = redacting.hidden_paths(review)
+    return redacting.shown_fields(shown)
 
 
 def _message(message: dict[str, Any], held: frozenset[str]) -> dict[str, Any]:
@@ -148,7 +151,9 @@ def describe_with_conversation(review: Review) -> dict[str, Any]:
     held = held_call_ids(review)
     return {
         **describe_review(review),
-        "conversation": [_message(message, held) for message in held_messages(review)],
+        "conversation": redacting.shown(
+            [_message(message, held) for message in held_messages(review)]
+        ),
     }
 
 
