@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nitro_assistants.client.http import SECRET_FRAGMENT, SECRET_MIN
 from nitro_assistants.client.http import redact as redact_secrets
 
 logger = logging.getLogger("nitro_assistants.redaction")
@@ -139,9 +140,24 @@ def secrets_redactor(secrets: Iterable[str]) -> Redactor:
     by any eight characters of them in a row (a key cut short), and credential headers'
     values (the one mechanism error texts go through too, ``client.http.redact``)."""
     kept = tuple(s for s in secrets if s)
+    # Most values hold none of them: one case-insensitive search for any piece a secret is
+    # found by (whole, or SECRET_FRAGMENT characters of it) tells, before the position-by-
+    # position walk that finds where. Percent-escaped text always takes the walk.
+    pieces = {
+        low[i : i + SECRET_FRAGMENT] if len(low) >= SECRET_FRAGMENT else low
+        for low in (s.lower() for s in kept if len(s) >= SECRET_MIN)
+        for i in range(max(1, len(low) - SECRET_FRAGMENT + 1))
+    }
+    anywhere = (
+        re.compile("|".join(re.escape(p) for p in sorted(pieces)), re.IGNORECASE)
+        if pieces
+        else None
+    )
 
     def redact(text: str) -> str:
-        return redact_secrets(text, kept)
+        if anywhere is not None and ("%" in text or anywhere.search(text)):
+            return redact_secrets(text, kept)
+        return redact_secrets(text)  # credential headers' values only
 
     return redact
 

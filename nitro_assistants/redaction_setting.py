@@ -4,9 +4,11 @@ model's ``__str__`` (a thread's subject) is shown through it too."""
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
+from django.conf import settings
 from django.utils.module_loading import import_string
 
 from nitro_assistants.conf import app_settings
@@ -15,7 +17,7 @@ from nitro_assistants.redaction import Redaction, build
 #: The permission that lets a reviewer see a review's values unredacted (each reveal audited).
 REVEAL_PERMISSION = "nitro_assistants.reveal_redacted"
 
-_cache: dict[str, Any] = {"key": None, "redaction": Redaction()}
+_cache: dict[str, Any] = {"source": None, "snapshot": None, "redaction": Redaction()}
 
 
 def configured_secrets() -> list[str]:
@@ -34,23 +36,25 @@ def _callable(value: Any) -> Any:
 
 def current() -> Redaction:
     """The redaction the ``REDACT`` setting asks for (empty when it is off), built once per
-    distinct setting. A pattern that does not compile raises ``re.error`` (the system check
-    ``nitro_assistants.E040`` says so first)."""
+    distinct ``NITRO_ASSISTANTS``: a page asks for it per row, so the check that the settings are
+    the ones it was built from is one identity and one equality test. A pattern that does not
+    compile raises ``re.error`` (the system check ``nitro_assistants.E041`` says so first)."""
+    configured = getattr(settings, "NITRO_ASSISTANTS", None) or {}
+    if _cache["source"] is configured and _cache["snapshot"] == configured:
+        return _cache["redaction"]  # type: ignore[no-any-return]
     config = app_settings.REDACT
-    if not config:
-        return Redaction()
-    secrets = configured_secrets()
-    key = repr((sorted(config.items(), key=lambda item: item[0]), secrets))
-    if _cache["key"] != key:
-        _cache["redaction"] = build(
+    redaction = Redaction()
+    if config:
+        redaction = build(
             config["BUILTINS"],
             {name: re.compile(pattern) for name, pattern in config["PATTERNS"].items()},
             {name: _callable(value) for name, value in config["CALLABLES"].items()},
-            secrets,
+            configured_secrets(),
             float(config["TIME_LIMIT"]),
         )
-        _cache["key"] = key
-    return _cache["redaction"]  # type: ignore[no-any-return]
+    # Kept with a copy of the settings: a dict changed in place is told from the one it was.
+    _cache.update(source=configured, snapshot=copy.deepcopy(configured), redaction=redaction)
+    return redaction
 
 
 def may_reveal(user: Any) -> bool:

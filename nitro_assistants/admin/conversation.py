@@ -162,17 +162,21 @@ def _inside_braces(text: str) -> str:
 def held_summary(review: Review) -> str:
     """One line for the queue: the held calls in short, or the reply's first line; redacted
     before it is cut short (a card number cut in half no longer looks like one)."""
-    payload = redacting.shown(review.payload) if isinstance(review.payload, dict) else {}
+    payload = review.payload if isinstance(review.payload, dict) else {}
+    redaction = redacting.current()
     if review.kind == Review.Kind.TOOL_CALLS:
+        # Only what the line shows is redacted: the queue draws a hundred of them.
         return "; ".join(
-            f"{call.get('name')}({_inside_braces(short_json(call.get('args') or {}, 60))})"
+            f"{call.get('name')}"
+            f"({_inside_braces(short_json(redaction.value(call.get('args') or {}), 60))})"
             for call in payload.get("tool_calls") or []
             if isinstance(call, dict)
         )
     if review.kind == Review.Kind.REPLY:
         reply = payload.get("reply")
-        return first_line(str((reply if isinstance(reply, dict) else {}).get("content") or ""))
-    interaction = payload.get("interaction")
+        content = str((reply if isinstance(reply, dict) else {}).get("content") or "")
+        return first_line(redaction.text(content))
+    interaction = redaction.value(payload.get("interaction"))
     if isinstance(interaction, dict):
         return first_line(str(interaction.get("title") or interaction.get("summary") or ""))
     return ""
