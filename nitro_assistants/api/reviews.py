@@ -9,6 +9,7 @@ an id that names nothing: the API does not say which reviews exist. See docs/api
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -37,6 +38,10 @@ FILTERS = {
 
 
 # -- reading -------------------------------------------------------------------------------------
+
+
+#: A held call's id and name: what a decision names, shown as they are.
+_CALL_NAMING = re.compile(r"tool_calls\.\d+\.(?:id|name)")
 
 
 def _decision(review: Review) -> dict[str, Any] | None:
@@ -121,8 +126,15 @@ def describe_review(review: Review) -> dict[str, Any]:
         shown["stuckError"] = review.payload.get("error") if review.status == "failed" else None
     # What a reviewer reads is redacted (REDACT); ``redacted`` names the parts of what the
     # review holds that are not shown whole, so a client can say so.
-    shown["redacted"] = redacting.hidden_paths(review)
-    return redacting.shown_fields(shown)
+    shown["redacted"] = [
+        path for path in redacting.hidden_paths(review) if not _CALL_NAMING.fullmatch(path)
+    ]
+    calls = shown["tool_calls"]
+    shown = redacting.shown_fields(shown)
+    if calls:  # a call's id and name are what a decision names: never redacted
+        for call, original in zip(shown["tool_calls"], calls, strict=True):
+            call["id"], call["name"] = original["id"], original["name"]
+    return shown
 
 
 def _message(message: dict[str, Any], held: frozenset[str]) -> dict[str, Any]:

@@ -206,3 +206,24 @@ def test_a_bad_redact_setting_is_a_system_check_error(settings: Any) -> None:
     assert ids(settings, BUILTINS=["card", "passport"]) == ["nitro_assistants.E040"]
     assert ids(settings, CALLABLES={"x": "no.such.module.redact"}) == ["nitro_assistants.E042"]
     assert ids(settings, CALLABLES={"x": 3}) == ["nitro_assistants.E042"]
+
+
+def test_the_api_read_redacts_arguments_but_never_what_a_decision_names(reviewer: Any) -> None:
+    review = make_tool_review(
+        [
+            {
+                "id": "4111111111111111",  # an id a redactor would take for a card
+                "name": "charge_card",
+                "args": {"card": CARD},
+                "allowed_decisions": ["approve", "reject"],
+            }
+        ]
+    )
+    key = ApiKey.generate(reviewer, "tests")[1]
+    read = Client().get(f"/nitro/api/reviews/{review.pk}", HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert read.status_code == 200
+    body = read.json()
+    assert body["tool_calls"][0]["id"] == "4111111111111111"
+    assert body["tool_calls"][0]["args"] == {"card": "[redacted card]"}
+    assert body["digest"] == review.digest and body["redacted"] == ["tool_calls.0.args.card"]
+    assert CARD not in json.dumps(body["conversation"])
