@@ -19,6 +19,7 @@ from django.utils.module_loading import import_string
 from nitro_assistants.client.http import is_request_limit
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError
+from nitro_assistants.redaction import BUILTINS as BUILTIN_REDACTORS
 from nitro_assistants.services import changes
 from nitro_assistants.services.enqueue import is_fallback
 from nitro_assistants.services.notifiers import load as load_notifier
@@ -132,6 +133,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors.extend(_check_inbox())
     errors.extend(_check_governance())
     errors.extend(_check_channels())
+    errors.extend(_check_redact())
     subject_problem = setting_problem()
     if subject_problem:
         errors.append(
@@ -410,6 +412,50 @@ def _check_channels() -> list[CheckMessage]:
                     hint="Give the address replies go to, with {token} once in its local part, "
                     'e.g. "reviews+{token}@reply.example.com".',
                     id="nitro_assistants.E033",
+                )
+            )
+    return errors
+
+
+def _check_redact() -> list[CheckMessage]:
+    """``REDACT``: known built-ins, patterns that compile, callables that import."""
+    config = app_settings.REDACT
+    if not config:
+        return []
+    errors: list[CheckMessage] = []
+    unknown = sorted(set(config["BUILTINS"]) - {"secrets", *BUILTIN_REDACTORS})
+    if unknown:
+        errors.append(
+            Error(
+                f"NITRO_ASSISTANTS['REDACT']['BUILTINS'] names unknown redactors: {unknown}.",
+                hint="Choose among: secrets, " + ", ".join(BUILTIN_REDACTORS) + ".",
+                id="nitro_assistants.E040",
+            )
+        )
+    for name, pattern in dict(config["PATTERNS"]).items():
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as exc:
+            errors.append(
+                Error(
+                    f"NITRO_ASSISTANTS['REDACT']['PATTERNS'][{name!r}] does not compile: {exc}.",
+                    hint="Give a valid Python regular expression (re module syntax).",
+                    id="nitro_assistants.E041",
+                )
+            )
+    for name, value in dict(config["CALLABLES"]).items():
+        try:
+            found = import_string(value) if isinstance(value, str) else value
+        except ImportError as exc:
+            found, problem = None, str(exc)
+        else:
+            problem = "it is not callable"
+        if not callable(found):
+            errors.append(
+                Error(
+                    f"NITRO_ASSISTANTS['REDACT']['CALLABLES'][{name!r}] is unusable: {problem}.",
+                    hint="Give a callable, or its dotted path, taking a string and returning it.",
+                    id="nitro_assistants.E042",
                 )
             )
     return errors

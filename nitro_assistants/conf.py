@@ -48,6 +48,15 @@ class AppSettings:
         "AUDIT_KEY": "",
         "SLACK": {},
         "INBOUND_EMAIL": {},
+        "REDACT": {},
+    }
+
+    #: The keys of ``REDACT`` and their defaults (docs/redaction.md).
+    REDACT_DEFAULTS: dict[str, Any] = {
+        "BUILTINS": ["secrets", "token", "card", "iban", "email", "phone"],
+        "PATTERNS": {},
+        "CALLABLES": {},
+        "TIME_LIMIT": 0.05,
     }
 
     #: The keys of ``SLACK`` and their defaults (docs/slack-and-email.md).
@@ -281,6 +290,20 @@ class AppSettings:
     @property
     def INBOUND_EMAIL_ENABLED(self) -> bool:
         return bool(self._setting("INBOUND_EMAIL"))
+
+    @property
+    def REDACT(self) -> dict[str, Any]:
+        """What reviewers are not shown (docs/redaction.md): ``BUILTINS`` (names of the built-in
+        redactors: ``secrets``, ``token``, ``card``, ``iban``, ``email``, ``phone``),
+        ``PATTERNS`` (name to regular expression), ``CALLABLES`` (name to a callable, or its
+        dotted path, taking a string and returning it redacted), ``TIME_LIMIT`` (seconds one
+        redactor may take on one value). ``True``: every built-in. Empty: nothing is redacted."""
+        configured = self._setting("REDACT")
+        if configured is True:
+            return dict(self.REDACT_DEFAULTS)
+        if not configured:
+            return {}
+        return {**self.REDACT_DEFAULTS, **configured}
 
     def client_config(self) -> dict[str, Any]:
         """What :class:`nitro_assistants.client.registry.Registry` is built from."""

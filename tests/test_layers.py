@@ -22,6 +22,7 @@ DJANGO_FREE = (
     "nitro_assistants.policy_rules",
     "nitro_assistants.policies",  # its former name, an alias
     "nitro_assistants.exceptions",
+    "nitro_assistants.redaction",
     # bench/ and host tests start servers with it before (or without) Django is set up.
     "nitro_assistants.testing.launchers",
 )
@@ -67,6 +68,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nitro_assistants.validators",
             # How a thread is described for people (THREAD_SUBJECT): computed as a Thread saves.
             "nitro_assistants.subjects",
+            # The REDACT setting applied to copies of what reviewers read.
+            "nitro_assistants.redacting",
+            "nitro_assistants.redaction_setting",
         ),
     ),
     ("agent", ("nitro_assistants.agent",)),
@@ -79,6 +83,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nitro_assistants.policies",
             "nitro_assistants.operations",
             "nitro_assistants.hashchain",
+            # What a reviewer must not read: the redactors, pure.
+            "nitro_assistants.redaction",
         ),
     ),
     (

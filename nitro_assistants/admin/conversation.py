@@ -12,6 +12,7 @@ from typing import Any
 
 from django.utils.translation import gettext_lazy as _
 
+from nitro_assistants import redacting
 from nitro_assistants.admin.content import LONG_CHARS, LONG_LINES, Row, key_values
 from nitro_assistants.client.results import message_text
 from nitro_assistants.conversation import (
@@ -159,15 +160,23 @@ def _inside_braces(text: str) -> str:
 
 
 def held_summary(review: Review) -> str:
-    """One line for the queue: the held calls in short, or the reply's first line."""
+    """One line for the queue: the held calls in short, or the reply's first line; redacted
+    before it is cut short (a card number cut in half no longer looks like one)."""
+    payload = review.payload if isinstance(review.payload, dict) else {}
+    redaction = redacting.current()
     if review.kind == Review.Kind.TOOL_CALLS:
+        # Only what the line shows is redacted: the queue draws a hundred of them.
         return "; ".join(
-            f"{call.get('name')}({_inside_braces(short_json(call.get('args') or {}, 60))})"
-            for call in review.tool_calls
+            f"{call.get('name')}"
+            f"({_inside_braces(short_json(redaction.value(call.get('args') or {}), 60))})"
+            for call in payload.get("tool_calls") or []
+            if isinstance(call, dict)
         )
     if review.kind == Review.Kind.REPLY:
-        return first_line(str((review.reply or {}).get("content") or ""))
-    interaction = review.payload.get("interaction") if isinstance(review.payload, dict) else None
+        reply = payload.get("reply")
+        content = str((reply if isinstance(reply, dict) else {}).get("content") or "")
+        return first_line(redaction.text(content))
+    interaction = redaction.value(payload.get("interaction"))
     if isinstance(interaction, dict):
         return first_line(str(interaction.get("title") or interaction.get("summary") or ""))
     return ""

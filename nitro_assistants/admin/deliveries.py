@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext_lazy
 
+from nitro_assistants import redacting
 from nitro_assistants.admin.filters import StuckDeliveryFilter
 from nitro_assistants.admin.options import ReadOnlyAdmin
 from nitro_assistants.conf import app_settings
@@ -38,7 +39,7 @@ class DeliveryAdmin(ReadOnlyAdmin):
         "tool",
         "status",
         "attempts",
-        "error",
+        "shown_error",
         "first_seen_at",
         "settled",
     ]
@@ -48,6 +49,10 @@ class DeliveryAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Delivery]:
         return super().get_queryset(request).defer("thread__values", "thread__context")
+
+    @admin.display(description=gettext_lazy("error"), ordering="error")
+    def shown_error(self, obj: Delivery) -> str:
+        return redacting.shown_text(obj.error or "")
 
     @admin.display(description=gettext_lazy("delivered or failed"))
     def settled(self, obj: Delivery) -> str:

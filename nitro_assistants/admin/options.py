@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import BadRequest, PermissionDenied, ValidationError
 from django.db.models import Model, QuerySet
@@ -13,6 +13,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.text import capfirst
 from django.utils.translation import gettext as _
+
+from nitro_assistants import redacting
+from nitro_assistants.admin.search import may_search_content
 
 DECIDE_PERMISSION = "nitro_assistants.decide_review"
 M = TypeVar("M", bound=Model)
@@ -75,6 +78,19 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     class Media:
         # Every list and page of the app: long model-written values wrap instead of widening it.
         css = {"all": ["nitro_assistants/admin.css"]}
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
+        """The record as a read-only page shows it: its text redacted (``REDACT``)."""
+        return redacting.shown_instance(super().get_object(request, object_id, from_field))
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        term = search_term.strip()
+        if term and not may_search_content(term, request.user):
+            messages.warning(request, _("Redacted values are not searched."))
+            return queryset.none(), False
+        return super().get_search_results(request, queryset, search_term)
 
     def list_title(self, request: HttpRequest) -> str:
         """The list's title: what it lists ("Threads"), not Django's "Select thread to view"."""

@@ -22,7 +22,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from nitro_assistants import rules, services
+from nitro_assistants import redacting, rules, services
 from nitro_assistants.admin import content, metrics
 from nitro_assistants.admin.bulk import BulkDecisionsMixin
 from nitro_assistants.admin.conversation import held_conversation, held_summary, pretty_json
@@ -49,7 +49,11 @@ from nitro_assistants.admin.policies import (
     governance_context,
     recorded_message,
 )
-from nitro_assistants.admin.search import review_matches, whole_thread_id
+from nitro_assistants.admin.search import (
+    may_search_content,
+    review_matches,
+    whole_thread_id,
+)
 from nitro_assistants.admin.threads import thread_identity
 from nitro_assistants.exceptions import (
     InteractionConflictError,
@@ -60,6 +64,14 @@ from nitro_assistants.exceptions import (
 )
 from nitro_assistants.models import Decision, Delivery, Event, Review
 from nitro_assistants.models.reviews import pending_first
+
+#: The session's list of review pks its person revealed (each reveal audited).
+REVEALED_SESSION_KEY = "nitro_assistants_revealed"
+
+
+def _thread_redacted(review: Review) -> bool:
+    """Whether the review's (shown) conversation carries a redaction's mark."""
+    return redacting.holds_redaction(review.thread.values or {})
 
 
 def latest_delivery_state() -> Subquery:
@@ -171,6 +183,12 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
         thread_id = whole_thread_id(term)
         if thread_id is not None:
             return queryset.filter(thread__thread_id=thread_id), False
+        if not may_search_content(term, request.user):
+            messages.warning(
+                request,
+                _("Redacted values are not searched: search by thread id instead."),
+            )
+            return queryset.none(), False
         return queryset.filter(review_matches(term)), False
 
     def _url_prefixes(self) -> tuple[str, str]:
@@ -240,6 +258,11 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
                 name="{}_{}_metrics".format(*info),
             ),
             path(
+                "<path:object_id>/reveal/",
+                self.admin_site.admin_view(self.reveal_view),
+                name="{}_{}_reveal".format(*info),
+            ),
+            path(
                 "<path:object_id>/review/",
                 self.admin_site.admin_view(self.review_view),
                 name="{}_{}_review".format(*info),
@@ -301,7 +324,9 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
                 )
                 status = 400
             else:
-                form = decision_form_for(review, request.POST)
+                # Built on what the screen showed (redacted or revealed), so an approval
+                # compares the same values back and an edit merges only what was changed.
+                form = decision_form_for(self.shown(request, review), request.POST)
                 if form.is_valid():
                     asked = timezone.now()  # an approval older than this is a repeat
                     try:
@@ -337,12 +362,44 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
                 form = None
                 review = object_or_404(self._reviews(), object_id)
         pending = review.status == Review.Status.PENDING
+        shown = self.shown(request, review)
         if pending and form is None and review.kind in DECISION_FORMS:
-            form = decision_form_for(review)
-        context = self.review_context(request, review, form, decide_allowed, stale)
+            form = decision_form_for(shown)
+        context = self.review_context(request, shown, form, decide_allowed, stale)
         return TemplateResponse(
             request, "admin/nitro_assistants/review/review.html", context, status=status
         )
+
+    @staticmethod
+    def revealed(request: HttpRequest, review: Review) -> bool:
+        """Whether this person revealed this review (in this session, on the record)."""
+        return review.pk in request.session.get(REVEALED_SESSION_KEY, [])
+
+    def shown(self, request: HttpRequest, review: Review) -> Review:
+        """``review`` as this person reads it: redacted, unless they revealed it."""
+        if self.revealed(request, review) and redacting.may_reveal(request.user):
+            return review
+        return redacting.shown_review(review)
+
+    def reveal_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Show one review's redacted values to one person: POST only, with the
+        ``reveal_redacted`` permission, recorded in the thread's audit chain."""
+        if request.method != "POST" or not self.has_view_permission(request):
+            raise PermissionDenied
+        review = object_or_404(self._reviews(), object_id)
+        if not self.has_view_permission(request, review):
+            raise PermissionDenied
+        try:
+            services.reveal(review, request.user)
+        except InteractionForbiddenError:
+            raise PermissionDenied from None
+        revealed = [pk for pk in request.session.get(REVEALED_SESSION_KEY, []) if pk != review.pk]
+        # The latest few only: a reveal is for the review at hand, not a standing pass.
+        request.session[REVEALED_SESSION_KEY] = [*revealed[-19:], review.pk]
+        messages.warning(
+            request, _("Review #%(pk)s is shown unredacted; this was recorded.") % {"pk": review.pk}
+        )
+        return HttpResponseRedirect(self.review_url(review))
 
     def _dismiss(self, request: HttpRequest, review: Review) -> HttpResponse:
         """End the pause without answering it (Agent Inbox's "ignore thread")."""
@@ -384,6 +441,8 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
             .first()
         )
         pending = review.status == Review.Status.PENDING
+        if decision is not None:
+            decision = redacting.shown_decision(decision)
         conversation = held_conversation(review, decision)
         return {
             **self.admin_site.each_context(request),
@@ -427,6 +486,12 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
             **governance_context(review),
             **self.readable_context(review, decision),
             "held_in_conversation": any(message.held for message in conversation),
+            # Something on the screen is redacted, and this person may reveal it.
+            "redacted": redacting.holds_redaction(review.payload) or _thread_redacted(review),
+            "may_reveal": redacting.may_reveal(request.user),
+            "reveal_url": reverse(
+                f"{self.admin_site.name}:nitro_assistants_review_reveal", args=[review.pk]
+            ),
         }
 
     def readable_context(self, review: Review, decision: Decision | None) -> dict[str, Any]:

@@ -14,10 +14,26 @@ import uuid
 
 from django.db.models import Q
 
+from nitro_assistants import redacting
 from nitro_assistants.models import Review, Thread
 
 #: Hex (and dashes) long enough to be meant as the start of a thread id.
 THREAD_ID_PREFIX = re.compile(r"[0-9a-fA-F]{4,32}|[0-9a-fA-F-]{9,35}")
+
+
+# Four digits in a row (separators allowed) or an "@": enough of a card, phone, IBAN or e-mail
+# address to confirm, by what a search finds, a value the screens redact.
+_REVEALING = re.compile(r"@|\d(?:[\s.-]?\d){3}")
+
+
+def may_search_content(term: str, user: object) -> bool:
+    """Whether ``term`` may be looked for in what conversations and reviews hold. With
+    ``REDACT`` on, a term that is (or could be a piece of) a redacted value is not, for anyone
+    without the reveal permission: what a search finds would confirm what the screens hide."""
+    redaction = redacting.current()
+    if not redaction or redacting.may_reveal(user):
+        return True
+    return redaction.text(term) == term and not _REVEALING.search(term)
 
 
 def whole_thread_id(term: str) -> uuid.UUID | None:

@@ -18,7 +18,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from nitro_assistants import services
+from nitro_assistants import redacting, services
 from nitro_assistants.admin.content import show_value
 from nitro_assistants.admin.conversation import held_summary, show_message
 from nitro_assistants.admin.evidence import export_audit_csv, export_audit_jsonl
@@ -28,7 +28,11 @@ from nitro_assistants.admin.options import (
     can_decide,
     object_or_404,
 )
-from nitro_assistants.admin.search import conversation_matches, whole_thread_id
+from nitro_assistants.admin.search import (
+    conversation_matches,
+    may_search_content,
+    whole_thread_id,
+)
 from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.models import Delivery, Event, Review, Run, Thread
 
@@ -39,19 +43,21 @@ def shown(value: Any) -> SafeString:
     """A value as the review screens draw it: text as text, an object as key/value rows, long
     content collapsed to its first line (the template escapes every value)."""
     return render_to_string(
-        "admin/nitro_assistants/content/value.html", {"value": show_value(value)}
+        "admin/nitro_assistants/content/value.html",
+        {"value": show_value(redacting.shown(value))},
     )
 
 
 def thread_identity(thread: Any, url: str) -> SafeString:
     """A thread as lists show it: its subject as the link, and the start of its id (the whole
-    id on hover), so no row is identified by a bare truncated UUID."""
+    id on hover), so no row is identified by a bare truncated UUID. The subject is redacted."""
+    subject = redacting.shown_text(thread.subject or "")
     return format_html(
         '<a class="nitro-about" href="{}" title="{} · {}">{}</a> <span class="nitro-muted nitro-short-id">{}…</span>',
         url,
-        thread.subject,
+        subject,
         thread.thread_id,
-        thread.subject or _("(no message yet)"),
+        subject or _("(no message yet)"),
         thread.short_id,
     )
 
@@ -103,11 +109,15 @@ class DeliveryInline(ReadOnlyInline):
         "tool",
         "status",
         "attempts",
-        "error",
+        "shown_error",
         "first_seen_at",
         "delivered_at",
     )
     ordering = ["first_seen_at"]
+
+    @admin.display(description=gettext_lazy("error"))
+    def shown_error(self, obj: Delivery) -> str:
+        return redacting.shown_text(obj.error or "")
 
 
 class EventInline(ReadOnlyInline):
@@ -130,7 +140,7 @@ class ThreadAdmin(ReadOnlyAdmin):
         "Who it is about, text of the conversation, or the start of a thread id."
     )
     fields = readonly_fields = (
-        "subject",
+        "shown_subject",
         "thread_id",
         "assistant_key",
         "status",
@@ -166,12 +176,22 @@ class ThreadAdmin(ReadOnlyAdmin):
         thread_id = whole_thread_id(term)
         if thread_id is not None:
             return queryset.filter(thread_id=thread_id), False
+        if not may_search_content(term, request.user):
+            messages.warning(
+                request,
+                _("Redacted values are not searched: search by thread id instead."),
+            )
+            return queryset.none(), False
         return queryset.filter(conversation_matches(term)), False
 
     @admin.display(description=gettext_lazy("about"), ordering="subject")
     def about(self, obj: Thread) -> SafeString:
         url = reverse(f"{self.admin_site.name}:nitro_assistants_thread_change", args=[obj.pk])
         return thread_identity(obj, url)
+
+    @admin.display(description=gettext_lazy("subject"))
+    def shown_subject(self, obj: Thread) -> str:
+        return redacting.shown_text(obj.subject or "")
 
     @admin.display(description=gettext_lazy("context"))
     def shown_context(self, obj: Thread) -> SafeString:
@@ -183,7 +203,8 @@ class ThreadAdmin(ReadOnlyAdmin):
 
     @admin.display(description=gettext_lazy("conversation"))
     def conversation(self, obj: Thread) -> SafeString:
-        shown = [show_message(m) for m in obj.messages if isinstance(m, dict)]
+        messages = redacting.shown(obj.messages)
+        shown = [show_message(m) for m in messages if isinstance(m, dict)]
         # The template escapes every message; its output is safe to embed.
         return render_to_string("admin/nitro_assistants/conversation.html", {"conversation": shown})
 

@@ -287,6 +287,7 @@ def _review_schemas() -> dict[str, Any]:
             "pauses",
             "stuckError",
             "decision",
+            "redacted",
         ],
         "properties": {
             "id": {"type": "integer", "minimum": 1},
@@ -324,6 +325,13 @@ def _review_schemas() -> dict[str, Any]:
                 "refused an answer and is stuck on the pause (only dismissing is left).",
             },
             "decision": {"oneOf": [_ref("ReviewDecision"), {"type": "null"}]},
+            "redacted": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Dotted paths of what the review holds that this read shows "
+                "redacted (REDACT; docs/redaction.md), e.g. `tool_calls.0.args.card`. Empty when "
+                "nothing is. A decision must not send a redaction's mark back as a value.",
+            },
         },
     }
     detail = {

@@ -9,13 +9,14 @@ an id that names nothing: the API does not say which reviews exist. See docs/api
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from nitro_assistants import rules, services
+from nitro_assistants import redacting, rules, services
 from nitro_assistants.api.errors import ApiError, refused
 from nitro_assistants.api.views import _json_body, _page_params, endpoint
 from nitro_assistants.client.results import INBOX_TYPES, REPLY_DECISIONS, message_text
@@ -37,6 +38,10 @@ FILTERS = {
 
 
 # -- reading -------------------------------------------------------------------------------------
+
+
+#: A held call's id and name: what a decision names, shown as they are.
+_CALL_NAMING = re.compile(r"tool_calls\.\d+\.(?:id|name)")
 
 
 def _decision(review: Review) -> dict[str, Any] | None:
@@ -119,6 +124,16 @@ def describe_review(review: Review) -> dict[str, Any]:
             if isinstance(pause, dict)
         ]
         shown["stuckError"] = review.payload.get("error") if review.status == "failed" else None
+    # What a reviewer reads is redacted (REDACT); ``redacted`` names the parts of what the
+    # review holds that are not shown whole, so a client can say so.
+    shown["redacted"] = [
+        path for path in redacting.hidden_paths(review) if not _CALL_NAMING.fullmatch(path)
+    ]
+    calls = shown["tool_calls"]
+    shown = redacting.shown_fields(shown)
+    if calls:  # a call's id and name are what a decision names: never redacted
+        for call, original in zip(shown["tool_calls"], calls, strict=True):
+            call["id"], call["name"] = original["id"], original["name"]
     return shown
 
 
@@ -148,7 +163,9 @@ def describe_with_conversation(review: Review) -> dict[str, Any]:
     held = held_call_ids(review)
     return {
         **describe_review(review),
-        "conversation": [_message(message, held) for message in held_messages(review)],
+        "conversation": redacting.shown(
+            [_message(message, held) for message in held_messages(review)]
+        ),
     }
 
 

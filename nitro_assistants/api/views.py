@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
-from nitro_assistants import rules, services
+from nitro_assistants import redacting, rules, services
 from nitro_assistants.api.auth import authenticate, throttle
 from nitro_assistants.api.errors import REQUEST_ID_HEADER, ApiError, refused
 from nitro_assistants.api.openapi import openapi_document
@@ -192,13 +192,19 @@ def decide(request: HttpRequest, user: Any, session_id: str, interaction_id: str
         raise refused(error) from None
     decided = latest_revision(thread.pk, interaction_id)
     assert decided is not None
-    return JsonResponse(describe(decided))
+    return JsonResponse(redacting.shown_fields(describe(decided)))
 
 
 @endpoint("GET")
 def interactions(request: HttpRequest, user: Any, session_id: str) -> HttpResponse:
     thread = _thread(session_id, user)
-    return JsonResponse({"items": [describe(review) for review in latest_revisions(thread.pk)]})
+    return JsonResponse(
+        {
+            "items": [
+                redacting.shown_fields(describe(review)) for review in latest_revisions(thread.pk)
+            ]
+        }
+    )
 
 
 @endpoint("GET")
@@ -206,7 +212,7 @@ def interaction(
     request: HttpRequest, user: Any, session_id: str, interaction_id: str
 ) -> HttpResponse:
     thread = _thread(session_id, user)
-    return JsonResponse(describe(_review(thread, interaction_id)))
+    return JsonResponse(redacting.shown_fields(describe(_review(thread, interaction_id))))
 
 
 def _page_params(request: HttpRequest) -> tuple[int, int]:
@@ -241,7 +247,7 @@ def describe_event(event: Event) -> dict[str, Any]:
         "interactionId": data.get("interactionId"),
         "revision": data.get("revision"),
         "status": data.get("status"),
-        "data": data,
+        "data": redacting.shown_fields(data),
     }
 
 

@@ -86,7 +86,10 @@ class Review(models.Model):
         verbose_name = _("review")
         verbose_name_plural = _("reviews")
         ordering = ["requested_at"]
-        permissions = [("decide_review", _("Can decide reviews"))]
+        permissions = [
+            ("decide_review", _("Can decide reviews")),
+            ("reveal_redacted", _("Can reveal redacted values of a review")),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["thread"],

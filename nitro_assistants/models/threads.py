@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from nitro_assistants import subjects
+from nitro_assistants import redaction_setting, subjects
 
 
 class Thread(models.Model):
@@ -63,9 +63,10 @@ class Thread(models.Model):
         ]
 
     def __str__(self) -> str:
-        # What every list showing a thread (events, runs, deliveries) reads: who it is about.
+        # What every list showing a thread (events, runs, deliveries) reads: who it is about,
+        # redacted (REDACT) as everything a reviewer reads.
         if self.subject:
-            return f"{self.subject} ({self.short_id}…)"
+            return f"{redaction_setting.current().text(self.subject)} ({self.short_id}…)"
         return f"{self.assistant_key} {self.thread_id}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:

@@ -26,6 +26,7 @@ from nitro_assistants.services.lifecycle import supersede_pending_review, transi
 from nitro_assistants.services.plans import execute_plan_step, requeue_stale_steps
 from nitro_assistants.services.recovery import requeue_stale
 from nitro_assistants.services.resumes import collect_run, execute_resume, fail_resume
+from nitro_assistants.services.reveals import reveal
 from nitro_assistants.services.runs import (
     execute_run,
     fail_run,
@@ -49,6 +50,7 @@ __all__ = [
     "refusal",
     "requeue_stale",
     "requeue_stale_steps",
+    "reveal",
     "start_run",
     "supersede_pending_review",
     "sweep_deliveries",

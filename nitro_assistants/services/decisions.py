@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from nitro_assistants import rules
+from nitro_assistants import redacting, rules
 from nitro_assistants.client.results import (
     REPLY_DECISIONS,
     Pause,
@@ -274,6 +274,13 @@ def decide(
     shown = review if isinstance(review, Review) else None
     if not isinstance(decision, Mapping):
         raise InteractionDecisionError("The decision must be an object")
+    if redacting.current() and redacting.holds_redaction(dict(decision)):
+        # What a reviewer was shown redacted, sent back as an edit, would replace the real
+        # value with the mark: the reviewer reveals it first (or writes the whole value).
+        raise ThreadResumptionError(
+            "The decision holds a redacted value ([redacted …]): reveal the review to edit it, "
+            "or replace the whole value."
+        )
     with transaction.atomic(), events_batched():
         locked = _locked_for_decision(pk, user)
         if not may_decide(user, locked, via):

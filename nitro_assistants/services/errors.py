@@ -9,26 +9,22 @@ from __future__ import annotations
 
 import traceback
 
-from nitro_assistants.client.http import redact
-from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError
+from nitro_assistants.redacting import configured_secrets
+from nitro_assistants.redaction import secrets_redactor
 
 #: Characters of an error text kept (the rest is cut, marked with an ellipsis).
 ERROR_LIMIT = 2000
 
 
-def configured_secrets() -> list[str]:
-    """Every definition's ``api_key``, the webhook secret and the audit key: never in an error
-    text."""
-    found = [str((d or {}).get("api_key") or "") for d in app_settings.DEFINITIONS.values()]
-    found += [app_settings.WEBHOOK_SECRET, app_settings.AUDIT_KEY]
-    return [secret for secret in found if secret]
+__all__ = ["clean_error", "configured_secrets", "error_text", "traceback_text"]
 
 
 def clean_error(text: object) -> str:
     """``text`` made safe to store and show: secrets redacted, NUL characters (PostgreSQL text
     and jsonb refuse them) and unpaired surrogates escaped, at most ``ERROR_LIMIT`` long."""
-    cleaned = redact(str(text), configured_secrets()).replace("\x00", "\\x00")
+    # The reviewers' secrets redactor: a key found in any case, escaped, or cut short.
+    cleaned = secrets_redactor(configured_secrets())(str(text)).replace("\x00", "\\x00")
     cleaned = cleaned.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(cleaned) > ERROR_LIMIT:
         cleaned = cleaned[: ERROR_LIMIT - 1] + "…"
@@ -38,7 +34,7 @@ def clean_error(text: object) -> str:
 def traceback_text(exc: BaseException, limit: int = 8000) -> str:
     """The last ``limit`` characters of ``exc``'s traceback, for the log, secrets redacted."""
     text = "".join(traceback.format_exception(exc))
-    return redact(text, configured_secrets())[-limit:]
+    return secrets_redactor(configured_secrets())(text)[-limit:]
 
 
 def error_text(exc: BaseException) -> str:

@@ -37,7 +37,7 @@ from django.contrib.auth import get_user_model
 from django.core.mail import EmailMessage
 from django.utils.html import strip_tags
 
-from nitro_assistants import rules
+from nitro_assistants import redacting, rules
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import (
     InteractionConflictError,
@@ -301,6 +301,12 @@ def _decision(review: Review, command: str) -> dict[str, Any]:
     if review.kind not in (Review.Kind.TOOL_CALLS, Review.Kind.REPLY):
         raise InvalidArgumentError(f"“{first[:80]}” is none of this question's options.")
     if _APPROVE.match(first):
+        if redacting.hidden_paths(review):
+            # The e-mail showed it redacted: approving it would approve what was not shown.
+            raise ValueError(
+                "This review holds values the e-mail could not show: open it in the admin to "
+                "approve it."
+            )
         return rules.approve_everything(review.kind, review.tool_calls)
     rejected = _REJECT.match(first)
     if rejected:

@@ -34,6 +34,7 @@ from django.db.models import Max, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
+from nitro_assistants import redacting
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.models import Decision, Notification, Review, ReviewHandling, Thread
@@ -266,13 +267,16 @@ def delivery_failed(thread: Thread) -> int:
 def _message(channel: str, user: Any, rows: list[Notification]) -> Message:
     items = []
     for row in rows:
+        review = None
         if row.review_id is not None and row.review is not None:
-            title = _title(row.review)
+            # Every channel (e-mail, webhook, Slack, a host's) is sent the review redacted.
+            review = redacting.shown_review(row.review)
+            title = redacting.shown_text(_title(review))
             url = review_link(row.review_id, row.user_id)
         else:
             title = f"Thread {str(row.thread.thread_id)[:8]}" if row.thread else "Nitro"
             url = ""
-        items.append(Item(kind=row.kind, title=title, text=row.text, url=url, review=row.review))
+        items.append(Item(kind=row.kind, title=title, text=row.text, url=url, review=review))
     count = len(items)
     subject = (
         f"{items[0].title} {items[0].text}"

@@ -29,6 +29,7 @@ from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
 from django.utils.module_loading import import_string
 
+from nitro_assistants import redacting
 from nitro_assistants.exceptions import ConfigurationError
 from nitro_assistants.services.reply_tokens import reply_address
 
@@ -118,12 +119,15 @@ class EmailNotifier(Notifier):
 
 def held_text(review: Any) -> str:
     """What a tool-call or reply review holds, as plain text: each call with its arguments, or
-    the reply draft."""
+    the reply draft; redacted (``REDACT``)."""
+    payload = redacting.shown(review.payload or {})
     if review.kind == "reply":
-        return str((review.reply or {}).get("content") or "")
+        reply = payload.get("reply")
+        return str((reply if isinstance(reply, dict) else {}).get("content") or "")
     return "\n\n".join(
         f"{call.get('name')}\n{json.dumps(call.get('args') or {}, ensure_ascii=False, indent=2)}"
-        for call in review.tool_calls
+        for call in payload.get("tool_calls") or []
+        if isinstance(call, dict)
     )
 
 

@@ -48,7 +48,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.signature import SignatureVerifier
 
-from nitro_assistants import rules
+from nitro_assistants import redacting, rules
 from nitro_assistants.conf import app_settings
 from nitro_assistants.exceptions import (
     InteractionConflictError,
@@ -256,7 +256,10 @@ def _who(review: Review) -> str:
 
 
 def card(review: Review) -> list[dict[str, Any]]:
-    """The Block Kit blocks of a pending review's card, its buttons bound to what it shows."""
+    """The Block Kit blocks of a pending review's card, its buttons bound to what it shows
+    (redacted: REDACT; a card that hides a value offers no Approve)."""
+    redacted = redacting.hidden_paths(review)
+    review = redacting.shown_review(review)
     blocks: list[Block] = [HeaderBlock(text=_cut(_title(review), 150))]
     blocks.append(
         SectionBlock(
@@ -271,8 +274,11 @@ def card(review: Review) -> list[dict[str, Any]]:
     if progress:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=escape(progress))]))
     buttons: list[ButtonElement] = []
-    whole = shown_whole(review)
-    if not whole:
+    whole = shown_whole(review) and not redacted
+    if redacted:
+        hidden = "Some values are redacted here: open it in the admin to approve it."
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=hidden)]))
+    elif not whole:
         too_long = "Too long to show whole here: open it in the admin to approve it."
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=too_long)]))
     if review.kind in (Review.Kind.TOOL_CALLS, Review.Kind.REPLY) and whole:
@@ -330,7 +336,8 @@ def ending(review: Review) -> str:
         who = decision.reviewer_id
         if decision.decided_by is not None:
             who = decision.decided_by.get_full_name() or decision.decided_by.get_username()
-        note = f": {decision.note}" if decision.note and verb == "Rejected" else ""
+        note = decision.note and redacting.shown_text(decision.note)
+        note = f": {note}" if note and verb == "Rejected" else ""
         return f"{verb} by {who} ({where}){note}"
     if review.status == Review.Status.DISMISSED:
         return "Dismissed: the conversation was ended without an answer"
@@ -353,6 +360,7 @@ def _verb(actions: list[str]) -> str:
 
 def ended_card(review: Review) -> list[dict[str, Any]]:
     """The card of a review that ended: what it held, how it ended; no buttons but the link."""
+    review = redacting.shown_review(review)
     blocks: list[Block] = [HeaderBlock(text=_cut(_title(review), 150))]
     for line in _held(review)[:MAX_CALLS]:
         blocks.append(SectionBlock(text=MarkdownTextObject(text=line)))
@@ -627,6 +635,14 @@ def _button(payload: Mapping[str, Any], action: Mapping[str, Any]) -> dict[str, 
         review = Review.objects.filter(pk=value["r"]).first()
         if review is None:
             _say(payload, f"Review #{value['r']} no longer exists: nothing was applied.")
+            return None
+        if redacting.hidden_paths(review):
+            # The card showed it redacted: approving it would approve what was not shown.
+            _say(
+                payload,
+                f"Review #{review.pk} holds values the card could not show: open it in the "
+                "admin to approve it. Nothing was applied.",
+            )
             return None
         body = {**rules.approve_everything(review.kind, review.tool_calls), "note": ""}
     elif value["a"] == "answer":
