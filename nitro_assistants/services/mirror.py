@@ -59,7 +59,9 @@ def lock_thread(thread: Thread, *, paused: bool = False) -> None:
     ``paused``: the run to mirror paused, so the mirror may create a review, which the policy
     rules then handle: where the database tells whether the compiled rules are current (no
     shared cache holds their stamp), the same statement reads their stamp, which
-    :func:`mirror_pending` gives :func:`.policy_enforcement.ruleset` (no query of its own)."""
+    :func:`mirror_pending` gives :func:`.policy_enforcement.ruleset` (no query of its own). It
+    is read as the statement starts: a rule changed while the statement waits for the lock
+    applies from the next review on, as if this mirror had come a moment earlier."""
     with_stamp = paused and stamp_in_database()
     locked = (_LOCKED_THREAD_AND_STAMP if with_stamp else _LOCKED_THREAD).get(thread.pk)
     setattr(thread, REVIEW_ID, getattr(locked, REVIEW_ID, None))
