@@ -15,7 +15,13 @@ from nitro_assistants.operations import get_operation
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.lifecycle import supersede, transition
-from nitro_assistants.services.policy_enforcement import review_mirrored, ruleset
+from nitro_assistants.services.policy_enforcement import (
+    STAMP_ANNOTATIONS,
+    review_mirrored,
+    ruleset,
+    stamp_annotations,
+    stamp_in_database,
+)
 from nitro_assistants.services.sql import ids, reads, writes
 
 #: The annotation of the thread's locked read on PostgreSQL (and the attribute of the caller's
@@ -24,24 +30,43 @@ from nitro_assistants.services.sql import ids, reads, writes
 REVIEW_ID = "next_review_id"
 
 
-def _locked_thread() -> QuerySet[Thread]:
+#: The attribute of the caller's thread that keeps the policy rules' stamp the thread's locked
+#: read took (:func:`.policy_enforcement.stamp_annotations`), or None.
+RULES_STAMP = "rules_stamp"
+
+
+def _locked_thread(*, rules_stamp: bool = False) -> QuerySet[Thread]:
     threads = Thread.objects.select_for_update(no_key=True)
     next_id = ids.next_id(Review)
-    return threads if next_id is None else threads.annotate(**{REVIEW_ID: next_id})
+    if next_id is not None:
+        threads = threads.annotate(**{REVIEW_ID: next_id})
+    return threads.annotate(**stamp_annotations()) if rules_stamp else threads
 
 
-#: A thread's row locked (compiled once, :mod:`.sql.reads`), as a new message and a sync lock it.
+#: A thread's row locked (compiled once, :mod:`.sql.reads`), as a new message and a sync lock it;
+#: and with the policy rules' stamp, for a mirror that may create a review.
 _LOCKED_THREAD = reads.Read(_locked_thread)
+_LOCKED_THREAD_AND_STAMP = reads.Read(lambda: _locked_thread(rules_stamp=True))
 
 
-def lock_thread(thread: Thread) -> None:
+def lock_thread(thread: Thread, *, paused: bool = False) -> None:
     """Lock ``thread``'s row for the rest of the transaction (``FOR NO KEY UPDATE``), before a
     run's or a resume's mirror writes or reads anything: whoever changes a thread's open reviews
     (a new message, a sync, another mirror) holds that lock, and the mirror's read of them comes
     in a statement after it, which sees what they committed. Taken before the rows the caller
-    writes next (a review, a decision): a thread's row is locked before its reviews' rows."""
-    locked = _LOCKED_THREAD.get(thread.pk)
+    writes next (a review, a decision): a thread's row is locked before its reviews' rows.
+
+    ``paused``: the run to mirror paused, so the mirror may create a review, which the policy
+    rules then handle: where the database tells whether the compiled rules are current (no
+    shared cache holds their stamp), the same statement reads their stamp, which
+    :func:`mirror_pending` gives :func:`.policy_enforcement.ruleset` (no query of its own). It
+    is read as the statement starts: a rule changed while the statement waits for the lock
+    applies from the next review on, as if this mirror had come a moment earlier."""
+    with_stamp = paused and stamp_in_database()
+    locked = (_LOCKED_THREAD_AND_STAMP if with_stamp else _LOCKED_THREAD).get(thread.pk)
     setattr(thread, REVIEW_ID, getattr(locked, REVIEW_ID, None))
+    stamp = tuple(getattr(locked, name) for name in STAMP_ANNOTATIONS) if with_stamp else None
+    setattr(thread, RULES_STAMP, stamp)
 
 
 def _new_review(thread: Thread, run: Run | None, fields: dict[str, Any]) -> Review:
@@ -57,8 +82,20 @@ def _new_review(thread: Thread, run: Run | None, fields: dict[str, Any]) -> Revi
     return writes.insert(review)
 
 
-def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str, Any]]) -> Run:
-    """Mirror a finished (or paused) run: the thread snapshot, its review, its deliveries."""
+def record_result(
+    thread: Thread,
+    run: Run,
+    result: Any,
+    messages: list[dict[str, Any]],
+    *,
+    unapplied: list[Review] | None = None,
+) -> Run:
+    """Mirror a finished (or paused) run: the thread snapshot, its review, its deliveries.
+
+    ``unapplied``: the thread's reviews :func:`unapplied_reviews` read after the caller's
+    :func:`lock_thread`, without the ones the caller has since applied (None: read here). A
+    resume reads them before it writes its own decision's and review's rows, so those writes
+    ride on the events' statement instead of being sent before the read."""
     with events_batched():
         now = timezone.now()
         pending = result.review if result.interrupted else None
@@ -70,7 +107,7 @@ def record_result(thread: Thread, run: Run, result: Any, messages: list[dict[str
         run.finished_at = now
         run.remote_run_id = run.remote_run_id or str(getattr(result, "run_id", None) or "")
         record_event(thread, f"run_{run.status}", run=run, reply=run.reply)
-        mirror_pending(thread, run, pending)
+        mirror_pending(thread, run, pending, unapplied=unapplied)
         record_deliveries(thread, messages, run=run)
         # Queued last, after the reads and the review's insert, so they ride on the events'
         # statement (a write queued before another statement is sent first, on its own).
@@ -141,12 +178,19 @@ def _operation_exists(name: str) -> bool:
     return get_operation(name) is not None
 
 
-def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | None:
-    """Make the local pending review match the server's pause ``pending`` (None: no pause)."""
+def mirror_pending(
+    thread: Thread, run: Run | None, pending: Any, *, unapplied: list[Review] | None = None
+) -> Review | None:
+    """Make the local pending review match the server's pause ``pending`` (None: no pause).
+    ``unapplied``: as :func:`record_result` takes it."""
     # One query: the reviews whose pause the server may still show, newest first
     # (rules.is_unapplied): a review already decided but not yet applied is the same one, and
     # so is an interaction decided (answered, accepted, ...) whose decision is not applied yet.
-    unapplied = _unapplied_reviews(thread)
+    # The rules' stamp the thread's lock took, for this mirror only.
+    stamp = getattr(thread, RULES_STAMP, None)
+    setattr(thread, RULES_STAMP, None)
+    if unapplied is None:
+        unapplied = unapplied_reviews(thread)
     # At most one is pending (nitro_assistants_one_pending_review).
     current = next((r for r in unapplied if r.status == Review.Status.PENDING), None)
     if pending is None:
@@ -167,7 +211,7 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
         supersede(current, reason="replaced")
     # The rules are read before the review is queued: with no write queued, the read sends none
     # first.
-    rule_set = ruleset()
+    rule_set = ruleset(stamp)
     review = _new_review(thread, run, fields)
     if (
         current is not None
@@ -183,7 +227,7 @@ def mirror_pending(thread: Thread, run: Run | None, pending: Any) -> Review | No
     return review
 
 
-def _unapplied_reviews(thread: Thread) -> list[Review]:
+def unapplied_reviews(thread: Thread) -> list[Review]:
     """The thread's reviews whose pause the server may still show (:func:`rules.is_unapplied
     <nitro_assistants.rules.is_unapplied>`): pending or decided, or whose decision is not
     applied yet; newest first (a decision is one per review: no duplicates).
@@ -192,12 +236,26 @@ def _unapplied_reviews(thread: Thread) -> list[Review]:
     a statement before this one): under READ COMMITTED each statement sees what was committed
     before it started, so this read sees what the lock's previous holder committed (a new
     message, a sync's or another run's mirror), whatever that holder wrote."""
-    return list(
-        thread.reviews.filter(
+    unapplied = _UNAPPLIED.all(thread.pk)
+    for review in unapplied:  # as ``thread.reviews`` gives them: their thread is this one
+        review.thread = thread
+    return unapplied
+
+
+def _unapplied(thread_id: int) -> QuerySet[Review]:
+    return (
+        Review.objects.filter(thread_id=thread_id)
+        .filter(
             Q(status__in=sorted(rules.UNAPPLIED_STATUSES))
             | Q(decision__outcome=Decision.Outcome.PENDING)
-        ).order_by("-pk")
+        )
+        .order_by("-pk")
     )
+
+
+#: :func:`unapplied_reviews`' query, compiled once per connection (:mod:`.sql.reads`): it is
+#: sent by every mirror of a run and of a resume, and compiling it cost more CPU than running it.
+_UNAPPLIED = reads.Rows(_unapplied, [Review._meta.get_field("thread")])
 
 
 def _carry_claim(old: Review, new: Review) -> None:
@@ -232,4 +290,4 @@ def _stuck(review: Review, run: Run | None, fields: dict[str, Any]) -> Review:
     return review
 
 
-__all__ = ["mirror_pending", "record_result", "supersede"]
+__all__ = ["mirror_pending", "record_result", "supersede", "unapplied_reviews"]

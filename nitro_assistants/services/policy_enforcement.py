@@ -37,7 +37,17 @@ from typing import Any
 
 from django.core.cache import caches
 from django.db import DEFAULT_DB_ALIAS, router
-from django.db.models import Count, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    Count,
+    F,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+)
 from django.utils import timezone
 
 from nitro_assistants import policy_rules, rules
@@ -93,7 +103,7 @@ class _Compiled:
 _compiled = _Compiled(None, None, policy_rules.RuleSet(()))
 
 
-def ruleset() -> policy_rules.RuleSet:
+def ruleset(stamp: tuple[Any, ...] | None = None) -> policy_rules.RuleSet:
     """The enabled rules, compiled; compiled again only when a rule was added, changed or
     removed.
 
@@ -108,10 +118,12 @@ def ruleset() -> policy_rules.RuleSet:
 
     Without a shared cache (none, or a per-process one named in ``LIVE_CACHE``: a write in one
     process would not reach the others), or while the current transaction has written a rule it
-    has not committed, one aggregate query tells whether the compiled rules are current."""
+    has not committed, one aggregate query tells whether the compiled rules are current:
+    ``stamp``, when a read this transaction sent anyway took it (:func:`stamp_annotations`, on
+    the thread's lock of a mirror), or a query of its own."""
     alias = _stamp_cache()
     if alias is None or _unsaved_writes():
-        return _probed()
+        return _probed(stamp)
     try:
         token = changes.current_token(caches[alias], STAMP_KEY)
     except Exception:  # the cache's client raises its own errors (redis, pymemcache, ...)
@@ -143,11 +155,42 @@ def _enabled() -> QuerySet[Policy]:
     return Policy.objects.filter(enabled=True)
 
 
-def _probed() -> policy_rules.RuleSet:
-    """The rules, current by the database's word: one aggregate of the enabled rows, and the
-    rows compiled again when it differs from the one they were compiled from."""
+def stamp_in_database() -> bool:
+    """Whether :func:`ruleset` asks the database for the rules' stamp (no shared cache holds
+    it): a read sent anyway can then take it (:func:`stamp_annotations`)."""
+    return _stamp_cache() is None
+
+
+#: The names of :func:`stamp_annotations`, in the order of the stamp's items.
+STAMP_ANNOTATIONS = ("rules_count", "rules_updated_at", "rules_version")
+
+
+def stamp_annotations() -> dict[str, Any]:
+    """The aggregate :func:`ruleset` compares the compiled rules with, as annotations another
+    read can carry (the thread's lock of a mirror, :func:`.mirror.lock_thread`): each a scalar
+    subquery of the enabled rules (no row groups them, so one row, 0 and NULLs when there are
+    none, as ``aggregate()`` gives). Its values, in :data:`STAMP_ANNOTATIONS`' order, are the
+    ``stamp`` :func:`ruleset` takes."""
+    enabled = _enabled().order_by()
+    aggregates = (Count("pk"), Max("updated_at"), Max("version"))
+    fields = (IntegerField(), Policy._meta.get_field("updated_at"), IntegerField())
+    # Grouped by a constant, which Django leaves out of the GROUP BY: one aggregate row.
+    grouped = enabled.annotate(stamp_group=Value(1)).values("stamp_group")
+    return {
+        name: Subquery(grouped.annotate(x=aggregate).values("x"), output_field=field)
+        for name, aggregate, field in zip(STAMP_ANNOTATIONS, aggregates, fields, strict=True)
+    }
+
+
+def _probed(stamp: tuple[Any, ...] | None = None) -> policy_rules.RuleSet:
+    """The rules, current by the database's word: one aggregate of the enabled rows (or
+    ``stamp``, that aggregate read already), and the rows compiled again when it differs from
+    the one they were compiled from."""
     enabled = _enabled()
-    stamp = tuple(enabled.aggregate(n=Count("pk"), at=Max("updated_at"), v=Max("version")).values())
+    if stamp is None:
+        stamp = tuple(
+            enabled.aggregate(n=Count("pk"), at=Max("updated_at"), v=Max("version")).values()
+        )
     kept = _compiled
     if kept.stamp == stamp:
         return kept.rules

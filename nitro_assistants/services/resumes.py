@@ -28,7 +28,7 @@ from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.errors import clean_error
 from nitro_assistants.services.evidence import record_decision
 from nitro_assistants.services.lifecycle import close_decision, fail_review, supersede, transition
-from nitro_assistants.services.mirror import lock_thread, record_result
+from nitro_assistants.services.mirror import lock_thread, record_result, unapplied_reviews
 from nitro_assistants.services.runs import (
     ACTIVE_REMOTE_STATUSES,
     RUN_KEY,
@@ -148,9 +148,12 @@ def _applied(record: Decision, review: Review, run: Run, result: Any, messages: 
 
     The thread's row is locked first (a new message on the thread waits for this to commit),
     before the decision's and the review's rows are written; nothing here reads the thread's
-    columns that it rewrites."""
+    columns that it rewrites. The thread's open reviews are read right after the lock, before
+    those writes, with this review left out (once applied it is not open): the writes then ride
+    on the events' statement instead of being sent ahead of the read."""
     thread = review.thread
-    lock_thread(thread)
+    lock_thread(thread, paused=result.interrupted)
+    unapplied = [known for known in unapplied_reviews(thread) if known.pk != review.pk]
     with events_batched():
         record.outcome = Decision.Outcome.APPLIED
         record.applied_at = timezone.now()
@@ -159,7 +162,7 @@ def _applied(record: Decision, review: Review, run: Run, result: Any, messages: 
             transition(review, rules.APPLIED, run=run, at=record.applied_at)
         else:
             record_event(thread, "review_applied", review=review, run=run)
-        record_result(thread, run, result, messages)
+        record_result(thread, run, result, messages, unapplied=unapplied)
         # What ran, beside what was decided (the state holds the calls as an edit replaced them).
         record_decision(record, review, run, messages, state=getattr(result, "raw", None))
 

@@ -269,7 +269,7 @@ def _run_and_wait(run: Run, assistant: Any) -> Run:
         )
         history = result.messages or assistant.thread_messages(thread_id=thread_id)
         # Only now the thread: a new message on it was not held up while the run went on.
-        lock_thread(run.thread)
+        lock_thread(run.thread, paused=result.interrupted)
         record_result(run.thread, run, result, history)
     return run
 

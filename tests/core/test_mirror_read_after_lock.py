@@ -210,8 +210,9 @@ def test_without_anyone_meanwhile_the_reviews_are_read_once_after_the_lock(
 def test_the_review_a_resume_applies_is_closed_to_its_mirrors_read(
     fake_assistant: FakeAssistant, django_user_model: Any
 ) -> None:
-    """The read comes after the resume's own writes: the review it applies is no longer open.
-    A resume that pauses on the same interrupt id again gets a review of its own."""
+    """The read comes before the resume's own writes, which leaves out the review it applies
+    (no longer open once applied): a resume that pauses on the same interrupt id again gets a
+    review of its own."""
     run = services.start_run("walkthrough", "Move me to Tuesday")
     fake_assistant.results = [run_result(tool_review("int-1")), run_result(tool_review("int-1"))]
     services.execute_run(run.pk)

@@ -15,13 +15,14 @@ import django
 import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connection, models, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from nitro_assistants import rules
 from nitro_assistants.models import Decision, Review, ReviewHandling, Run, Thread
-from nitro_assistants.services import decisions, resumes, runs, stops
+from nitro_assistants.services import decisions, mirror, resumes, runs, stops
 from nitro_assistants.services.sql import reads
 from tests.factories import DecisionFactory, ReviewFactory, RunFactory, ThreadFactory
 
@@ -52,6 +53,8 @@ def snapshot(obj: models.Model | None, seen: frozenset[int] = frozenset()) -> An
     recursively, the related objects cached on it (a loop back names the instance only)."""
     if obj is None:
         return None
+    if isinstance(obj, list):
+        return [snapshot(item, seen) for item in obj]
     if id(obj) in seen:
         return ("seen", type(obj).__name__, obj.pk)
     seen = seen | {id(obj)}
@@ -195,6 +198,35 @@ def test_a_review_without_a_decision_or_a_handling(who: str) -> None:
             got.handling  # noqa: B018
         assert not hasattr(got, "decision")
     assert more.captured_queries == []
+
+
+def test_a_threads_unapplied_reviews_as_its_reviews_manager_gives_them() -> None:
+    """The mirror's read of a thread's open reviews (:func:`mirror.unapplied_reviews`, a
+    ``reads.Rows``) against the ORM query it replaced: the same statement, rows, order, and
+    each review's thread the caller's own instance."""
+    thread = a_thread()
+    ReviewFactory(thread=thread, status=Review.Status.APPLIED)
+    ReviewFactory(thread=thread, status=Review.Status.SUPERSEDED)
+    decided = DecisionFactory(review__thread=thread).review
+    answered, done = (
+        ReviewFactory(thread=thread, kind=Review.Kind.QUESTION, status="answered") for _ in range(2)
+    )
+    DecisionFactory(review=answered)  # its decision not applied yet: still the server's pause
+    DecisionFactory(review=done, outcome=Decision.Outcome.APPLIED)
+    pending = ReviewFactory(thread=thread, status=Review.Status.PENDING)
+    ReviewFactory(status=Review.Status.PENDING)  # another thread's
+    got = same_read(
+        lambda: list(
+            thread.reviews.filter(
+                Q(status__in=sorted(rules.UNAPPLIED_STATUSES))
+                | Q(decision__outcome=Decision.Outcome.PENDING)
+            ).order_by("-pk")
+        ),
+        lambda: mirror.unapplied_reviews(thread),
+    )
+    assert [review.pk for review in got] == [pending.pk, answered.pk, decided.pk]
+    assert all(review.thread is thread for review in got)
+    assert mirror.unapplied_reviews(ThreadFactory()) == []
 
 
 def test_a_missing_row_raises_does_not_exist_as_get_does() -> None:

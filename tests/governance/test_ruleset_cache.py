@@ -20,14 +20,16 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.cache import caches
 from django.db import connection, transaction
+from django.db.models import Count, Max
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from nitro_assistants.models import Policy, Review, ReviewHandling
+from nitro_assistants.models import Policy, Review, ReviewHandling, Run, Thread
 from nitro_assistants.services import policy_enforcement
+from nitro_assistants.services.mirror import RULES_STAMP, lock_thread, mirror_pending
 from nitro_assistants.testing.launchers import free_port
-from tests.governance.conftest import mirrored
+from tests.governance.conftest import mirrored, refund_pause
 from tests.governance.test_admin import rule_form
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -282,3 +284,66 @@ def test_without_a_shared_cache_the_database_tells_every_time(
         assert handled(mirrored(300)) == ("large refunds", 3, "Finance")
     assert len(aggregates(read)) == 1 and len(read) == 2  # the probe, then the rules again
     assert stamp() is None
+
+
+def mirrored_after_the_lock(amount: float) -> Review:
+    """A refund pause mirrored as a paused run's mirror does it: after the thread's lock, which
+    takes the rules' stamp where no shared cache holds it."""
+    thread = Thread.objects.create(assistant_key="walkthrough")
+    run = Run.objects.create(thread=thread, input={})
+    with transaction.atomic():
+        lock_thread(thread, paused=True)
+        review = mirror_pending(thread, run, refund_pause(amount))
+    assert review is not None
+    return Review.objects.select_related("thread").get(pk=review.pk)
+
+
+def locks(read: list[str]) -> list[bool]:
+    """For each statement that read the rules: whether it was the thread's lock."""
+    return [sql.startswith(f'SELECT "{Thread._meta.db_table}"') for sql in read]
+
+
+@pytest.mark.parametrize("alias", [None, "default"])
+def test_without_a_shared_cache_a_mirror_reads_the_stamp_with_the_threads_lock(
+    settings: Any, large: Policy, alias: str | None
+) -> None:
+    """No aggregate of its own: the stamp rides on the thread's lock, and the rules are read
+    again only when it changed."""
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "LIVE_CACHE": alias}
+    with rule_reads() as read:
+        assert handled(mirrored_after_the_lock(300)) == ("large refunds", 2, "Finance")
+    assert locks(read) == [True, False]  # the stamp with the lock, then the rules compiled
+    with rule_reads() as read:
+        assert handled(mirrored_after_the_lock(400)) == ("large refunds", 2, "Finance")
+    assert locks(read) == [True]
+    large.approvals = 3
+    large.save()
+    with rule_reads() as read:
+        assert handled(mirrored_after_the_lock(300)) == ("large refunds", 3, "Finance")
+    assert locks(read) == [True, False]
+
+
+def test_with_a_shared_cache_the_threads_lock_reads_no_rule(shared: None, large: Policy) -> None:
+    mirrored_after_the_lock(300)
+    with rule_reads() as read:
+        assert handled(mirrored_after_the_lock(400)) == ("large refunds", 2, "Finance")
+    assert read == []
+
+
+def test_the_stamp_the_threads_lock_takes_is_the_rules_aggregate(
+    settings: Any, large: Policy
+) -> None:
+    """Held equal to the aggregate :func:`policy_enforcement.ruleset` reads otherwise, with
+    enabled rules, a disabled one, and none enabled (0 and NULLs, not an empty read)."""
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "LIVE_CACHE": None}
+    Policy.objects.create(name="off", tool="refund_*", enabled=False, version=7)
+    for change in (lambda: None, lambda: Policy.objects.update(enabled=False)):
+        change()
+        thread = Thread.objects.create(assistant_key="walkthrough")
+        with transaction.atomic():
+            lock_thread(thread, paused=True)
+            taken = getattr(thread, RULES_STAMP)
+        enabled = Policy.objects.filter(enabled=True)
+        aggregate = enabled.aggregate(n=Count("pk"), at=Max("updated_at"), v=Max("version"))
+        assert taken == tuple(aggregate.values())
+    assert taken == (0, None, None)

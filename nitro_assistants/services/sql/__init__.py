@@ -23,6 +23,8 @@ is held equal to its ORM form by a test. Flow → statement (``module.builder``)
 - **the locked reads of one row** (decide, execute_resume, execute_run, the mirror's thread):
   the queryset's own SQL compiled once per connection (``reads.Read``) →
   tests/core/test_rows.py.
+- **the mirror's open reviews** (execute_run, execute_resume): the queryset's own SQL compiled
+  once per connection (``reads.Rows``) → tests/core/test_rows.py.
 - **decide** and **the mirror** (PostgreSQL): the decision's and the review's ids taken from
   their sequences by the locked read sent anyway (``ids.next_id``) →
   tests/core/test_sql_parity.py.
@@ -37,8 +39,9 @@ is held equal to its ORM form by a test. Flow → statement (``module.builder``)
 - **the admin's live pages**: "has anything changed" in one statement (``live.marker``) →
   tests/core/test_sql_parity.py, against four ORM reads.
 
-The open reviews a mirror reads after the thread's lock are an ordinary ORM query again (issue
-35 walked back the statement that read them with the thread's lock).
+The open reviews a mirror reads after the thread's lock are an ordinary ORM query again, in a
+statement of its own (issue 35 walked back the statement that read them with the thread's
+lock), compiled once.
 """
 
 from __future__ import annotations

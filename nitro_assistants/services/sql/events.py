@@ -8,6 +8,7 @@ and of what it covers (:func:`content`); a statement that has PostgreSQL compute
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,6 +103,62 @@ def _head_columns(connection: Any) -> tuple[str, str, str, str, str]:
     )
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """The fixed text of :func:`linked_sql`'s statement for a number of events: its CTEs (after
+    the caller's), its insert, and the fields of each event sent as parameters, in order."""
+
+    ctes: tuple[str, ...]
+    insert: str
+    fields: tuple[Any, ...]
+
+
+@functools.lru_cache(maxsize=64)
+def _shape(db: str, count: int, condition: str) -> _Shape:
+    """:class:`_Shape` of ``count`` events on ``db``, built once (its text is the same on every
+    call: only the parameters change)."""
+    connection = connections[db]
+    qn = connection.ops.quote_name
+    head, chain_col, seq_col, hash_col, updated_col = _head_columns(connection)
+    # Names are the models' own, quoted; every value is a parameter. ``seq`` and ``hash`` in the
+    # CTEs are aliases of this statement's own.
+    ctes = [
+        f"head_row AS MATERIALIZED (SELECT {seq_col} AS seq, {hash_col} AS hash FROM {head} "  # noqa: S608
+        f"WHERE {chain_col} = %s{condition} FOR UPDATE)",
+        "link_0 AS MATERIALIZED (SELECT seq, hash FROM head_row UNION ALL "  # noqa: S608
+        f"SELECT 0, '' WHERE NOT EXISTS (SELECT 1 FROM head_row){condition})",
+    ]
+    for i in range(1, count + 1):
+        ctes.append(
+            f"link_{i} AS MATERIALIZED (SELECT seq + 1 AS seq, hash AS prev_hash, "  # noqa: S608
+            "encode(sha256(convert_to(hash, 'UTF8') || %s::bytea), 'hex') AS hash "
+            f"FROM link_{i - 1})"
+        )
+    last = f"link_{count}"
+    ctes += [
+        f"moved AS (UPDATE {head} SET {seq_col} = {last}.seq, {hash_col} = {last}.hash, "  # noqa: S608
+        f"{updated_col} = %s FROM {last} WHERE {head}.{chain_col} = %s "
+        "AND EXISTS (SELECT 1 FROM head_row) RETURNING 1)",
+        f"started AS (INSERT INTO {head} ({chain_col}, {seq_col}, {hash_col}, {updated_col}) "  # noqa: S608
+        f"SELECT %s, seq, hash, %s FROM {last} WHERE NOT EXISTS (SELECT 1 FROM head_row) "
+        f"ON CONFLICT ({chain_col}) DO NOTHING RETURNING 1)",
+        "written AS (SELECT 1 FROM moved UNION ALL SELECT 1 FROM started)",
+    ]
+    fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
+    linked = {"seq": "seq", "prev_hash": "prev_hash", "hash": "hash"}  # the link_i aliases
+    values = [linked[f.attname] if f.attname in linked else cast(f, connection) for f in fields]
+    selects = []
+    for i in range(1, count + 1):
+        row = ", ".join(f"link_{i}.{v}" if v in linked else v for v in values)
+        selects.append(f"SELECT {row} FROM link_{i} WHERE EXISTS (SELECT 1 FROM written)")  # noqa: S608
+    insert = (
+        f"INSERT INTO {table(Event, connection)} ({', '.join(qn(str(f.column)) for f in fields)}) "
+        + " UNION ALL ".join(selects)
+    )
+    sent = tuple(f for f in fields if f.attname not in linked)
+    return _Shape(tuple(ctes), insert, sent)
+
+
 def linked_sql(
     db: str,
     key: str,
@@ -115,58 +172,17 @@ def linked_sql(
     started when there is none) and move it, after the caller's ``ctes`` (with their
     ``params``). ``condition`` (SQL, `` AND ...``) gates it all: false, nothing is written."""
     connection = connections[db]
-    qn = connection.ops.quote_name
-    head, chain_col, seq_col, hash_col, updated_col = _head_columns(connection)
+    shape = _shape(db, len(events), condition)
     now = timezone.now()
-    ctes, params = list(ctes), list(params)
-    # Names are the models' own, quoted; every value is a parameter. ``seq`` and ``hash`` in the
-    # CTEs are aliases of this statement's own.
-    ctes += [
-        f"head_row AS MATERIALIZED (SELECT {seq_col} AS seq, {hash_col} AS hash FROM {head} "  # noqa: S608
-        f"WHERE {chain_col} = %s{condition} FOR UPDATE)",
-        "link_0 AS MATERIALIZED (SELECT seq, hash FROM head_row UNION ALL "  # noqa: S608
-        f"SELECT 0, '' WHERE NOT EXISTS (SELECT 1 FROM head_row){condition})",
-    ]
-    params.append(key)
+    params = [*params, key]
     contents: list[bytes] = []
-    for i, event in enumerate(events, 1):
+    for event in events:
         contents.append(content(event, key))  # once: sent, then checked
         params.append(b"\n" + contents[-1])
-        ctes.append(
-            f"link_{i} AS MATERIALIZED (SELECT seq + 1 AS seq, hash AS prev_hash, "  # noqa: S608
-            "encode(sha256(convert_to(hash, 'UTF8') || %s::bytea), 'hex') AS hash "
-            f"FROM link_{i - 1})"
-        )
-    last = f"link_{len(events)}"
-    ctes += [
-        f"moved AS (UPDATE {head} SET {seq_col} = {last}.seq, {hash_col} = {last}.hash, "  # noqa: S608
-        f"{updated_col} = %s FROM {last} WHERE {head}.{chain_col} = %s "
-        "AND EXISTS (SELECT 1 FROM head_row) RETURNING 1)",
-        f"started AS (INSERT INTO {head} ({chain_col}, {seq_col}, {hash_col}, {updated_col}) "  # noqa: S608
-        f"SELECT %s, seq, hash, %s FROM {last} WHERE NOT EXISTS (SELECT 1 FROM head_row) "
-        f"ON CONFLICT ({chain_col}) DO NOTHING RETURNING 1)",
-        "written AS (SELECT 1 FROM moved UNION ALL SELECT 1 FROM started)",
-    ]
     params += [now, key, key, now]
-    fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
-    linked = {"seq": "seq", "prev_hash": "prev_hash", "hash": "hash"}  # the link_i aliases
-    selects = []
-    for i, event in enumerate(events, 1):
-        values = []
-        for f in fields:
-            if f.attname in linked:
-                values.append(f"link_{i}.{linked[f.attname]}")
-            else:
-                values.append(cast(f, connection))
-                params.append(f.get_db_prep_save(f.pre_save(event, True), connection))
-        selects.append(
-            f"SELECT {', '.join(values)} FROM link_{i} WHERE EXISTS (SELECT 1 FROM written)"  # noqa: S608
-        )
-    insert = (
-        f"INSERT INTO {table(Event, connection)} ({', '.join(qn(str(f.column)) for f in fields)}) "
-        + " UNION ALL ".join(selects)
-    )
-    return Linked(events, ctes, insert, params, contents)
+    for event in events:
+        params += (f.get_db_prep_save(f.pre_save(event, True), connection) for f in shape.fields)
+    return Linked(events, [*ctes, *shape.ctes], shape.insert, params, contents)
 
 
 def append_to_one_chain(
