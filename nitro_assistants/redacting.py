@@ -7,6 +7,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from nitro_assistants.exceptions import UsageError
 from nitro_assistants.models import Decision, Review, Thread
 from nitro_assistants.redaction import HIDDEN, MARK, Redaction
 from nitro_assistants.redaction_setting import (
@@ -97,7 +98,7 @@ def shown_thread(thread: Thread, redaction: Redaction | None = None) -> Thread:
 
 
 def _never_saved(*args: Any, **kwargs: Any) -> None:
-    raise RuntimeError("A redacted copy for showing is never saved.")
+    raise UsageError("A redacted copy for showing is never saved.")
 
 
 def shown_decision(decision: Decision, redaction: Redaction | None = None) -> Decision:

@@ -303,7 +303,7 @@ def _decision(review: Review, command: str) -> dict[str, Any]:
     if _APPROVE.match(first):
         if redacting.hidden_paths(review):
             # The e-mail showed it redacted: approving it would approve what was not shown.
-            raise ValueError(
+            raise InvalidArgumentError(
                 "This review holds values the e-mail could not show: open it in the admin to "
                 "approve it."
             )

@@ -28,6 +28,7 @@ from django.contrib.auth.models import Permission, User
 from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern
+from django.utils.timezone import now
 
 from nitro_assistants.api import urls as api_urls
 from nitro_assistants.models import (
@@ -38,6 +39,8 @@ from nitro_assistants.models import (
     NotificationPreference,
     Policy,
     Review,
+    SlackUser,
+    Stop,
     Thread,
 )
 from nitro_assistants.testing import FakeAssistant, fake_assistants
@@ -113,6 +116,11 @@ def build_world() -> World:
         "notificationpreference": NotificationPreference.objects.create(
             user=opener, enabled=False
         ).pk,
+        # Resumed already: a stop in force would freeze the reviews the other cells decide.
+        "stop": Stop.objects.create(
+            scope=Stop.Scope.ALL, reason="drill", reviews_resumed_at=now(), resumed_at=now()
+        ).pk,
+        "slackuser": SlackUser.objects.create(slack_user_id="U0OLIVIA", user=opener).pk,
     }
     return World(opener, key, api_key, thread, question, tool_review, pks)
 
@@ -371,6 +379,50 @@ def governance_cases() -> list[Case]:
              check="preference_unchanged_but_by_root"),
         Case("notificationpreference:object", "<path:object_id>/", "GET", f"{pref}/",
              admin_expect(302, nobody=302)),
+    ]  # fmt: skip
+    # Stops: listed, looked at and added by holders of ``stop_assistants`` (here only
+    # superusers); a record, so nobody changes or deletes one (resumed by the list's actions).
+    stops, stop = f"{ADMIN}/stop", f"{ADMIN}/stop/{{stop}}"
+    nobody_at_all = admin_expect(403, superuser=403)
+    cases += [
+        Case("stop:changelist", "", "GET", f"{stops}/", only_root),
+        Case("stop:add", "add/", "GET", f"{stops}/add/", only_root),
+        Case("stop:add-post", "add/", "POST", f"{stops}/add/", only_root, {}),
+        Case("stop:history", "<path:object_id>/history/", "GET", f"{stop}/history/", only_root),
+        Case("stop:delete", "<path:object_id>/delete/", "GET", f"{stop}/delete/", nobody_at_all),
+        Case("stop:delete-post", "<path:object_id>/delete/", "POST", f"{stop}/delete/",
+             nobody_at_all, {"post": "yes"}, check="not_deleted"),
+        Case("stop:change", "<path:object_id>/change/", "GET", f"{stop}/change/", only_root),
+        Case("stop:change-post", "<path:object_id>/change/", "POST", f"{stop}/change/",
+             nobody_at_all, {"reason": "hacked"}),
+        Case("stop:object", "<path:object_id>/", "GET", f"{stop}/",
+             admin_expect(302, nobody=302)),
+    ]  # fmt: skip
+    # Slack users: a link lets a Slack account decide as the Django user, so superusers only.
+    links, link = f"{ADMIN}/slackuser", f"{ADMIN}/slackuser/{{slackuser}}"
+    cases += [
+        Case("slackuser:changelist", "", "GET", f"{links}/", only_root),
+        Case("slackuser:add", "add/", "GET", f"{links}/add/", only_root),
+        Case("slackuser:add-post", "add/", "POST", f"{links}/add/", only_root, {}),
+        Case("slackuser:history", "<path:object_id>/history/", "GET", f"{link}/history/",
+             only_root),
+        Case("slackuser:delete", "<path:object_id>/delete/", "GET", f"{link}/delete/",
+             only_root),
+        Case("slackuser:delete-post", "<path:object_id>/delete/", "POST", f"{link}/delete/",
+             admin_expect(403, superuser=302), {"post": "yes"}),
+        Case("slackuser:change", "<path:object_id>/change/", "GET", f"{link}/change/",
+             only_root),
+        Case("slackuser:change-post", "<path:object_id>/change/", "POST", f"{link}/change/",
+             only_root, {}),
+        Case("slackuser:object", "<path:object_id>/", "GET", f"{link}/",
+             admin_expect(302, nobody=302)),
+    ]  # fmt: skip
+    # A reveal of a review's redacted values: ``reveal_redacted`` (here only superusers).
+    cases += [
+        Case("review:reveal", "<path:object_id>/reveal/", "POST",
+             f"{ADMIN}/review/{{review}}/reveal/", admin_expect(403, superuser=302), {}),
+        Case("review:reveal-get", "<path:object_id>/reveal/", "GET",
+             f"{ADMIN}/review/{{review}}/reveal/", admin_expect(403, superuser=403)),
     ]  # fmt: skip
     return cases
 
