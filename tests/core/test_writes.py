@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from nitro_assistants import services
-from nitro_assistants.models import AuditChain, Event, Review, Run, Thread
+from nitro_assistants.models import AuditChain, Event, Review, Run, Stop, Thread
 from nitro_assistants.services import chain_verify, claims
 from nitro_assistants.services.audit import events_batched, record_event
 from nitro_assistants.services.sql import writes
@@ -131,9 +131,13 @@ def test_outside_a_transaction_a_write_is_sent_at_once() -> None:
 def test_a_new_thread_its_run_and_events_are_one_statement(
     fake_assistant: FakeAssistant, enqueued: list[Any]
 ) -> None:
+    """One statement for the rows, after the stop check (issue 36: whether a stop refuses a
+    run of the assistant; a new thread has no row yet to carry it on)."""
     with CaptureQueriesContext(connection) as queries:
         run = services.start_run("walkthrough", "Hello", metadata={"customer": "Ada"})
-    assert len(statements(queries)) == 1
+    stop_check, written = statements(queries)
+    assert Stop._meta.db_table in stop_check and stop_check.startswith("SELECT")
+    assert Thread._meta.db_table in written and Run._meta.db_table in written
     thread = Thread.objects.get(pk=run.thread_id)
     assert thread.metadata == {"customer": "Ada"}
     assert Run.objects.get(pk=run.pk).input == {"messages": [{"role": "user", "content": "Hello"}]}
