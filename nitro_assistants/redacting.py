@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
+
+from django.db.models import Model
 
 from nitro_assistants.exceptions import UsageError
 from nitro_assistants.models import Decision, Review, Thread
@@ -34,6 +36,9 @@ __all__ = [
     "shown_text",
     "shown_thread",
 ]
+
+
+_M = TypeVar("_M", bound=Model)
 
 
 def shown(value: Any, redaction: Redaction | None = None) -> Any:
@@ -67,18 +72,9 @@ def shown_review(review: Review, redaction: Redaction | None = None) -> Review:
     redaction = redaction if redaction is not None else current()
     if not redaction:
         return review
-    thread: Thread = review.thread
-    thread_copy = copy.copy(thread)
-    thread_copy._state = copy.copy(thread._state)
-    thread_copy._state.fields_cache = dict(thread._state.fields_cache)
-    thread_copy.values = redaction.value(thread.values or {})
-    thread_copy.context = redaction.value(thread.context or {})
-    thread_copy.subject = redaction.text(thread.subject or "")
-    review_copy = copy.copy(review)
-    review_copy._state = copy.copy(review._state)
-    review_copy._state.fields_cache = {**review._state.fields_cache, "thread": thread_copy}
+    review_copy = _unsaved_copy(review)
+    review_copy._state.fields_cache["thread"] = shown_thread(review.thread, redaction)
     review_copy.payload = redaction.value(review.payload or {})
-    review_copy.save = _never_saved  # type: ignore[method-assign]
     return review_copy
 
 
@@ -87,18 +83,11 @@ def shown_thread(thread: Thread, redaction: Redaction | None = None) -> Thread:
     redaction = redaction if redaction is not None else current()
     if not redaction:
         return thread
-    thread_copy = copy.copy(thread)
-    thread_copy._state = copy.copy(thread._state)
-    thread_copy._state.fields_cache = dict(thread._state.fields_cache)
+    thread_copy = _unsaved_copy(thread)
     thread_copy.values = redaction.value(thread.values or {})
     thread_copy.context = redaction.value(thread.context or {})
     thread_copy.subject = redaction.text(thread.subject or "")
-    thread_copy.save = _never_saved  # type: ignore[method-assign]
     return thread_copy
-
-
-def _never_saved(*args: Any, **kwargs: Any) -> None:
-    raise UsageError("A redacted copy for showing is never saved.")
 
 
 def shown_decision(decision: Decision, redaction: Redaction | None = None) -> Decision:
@@ -106,16 +95,27 @@ def shown_decision(decision: Decision, redaction: Redaction | None = None) -> De
     redaction = redaction if redaction is not None else current()
     if not redaction:
         return decision
-    decision_copy = copy.copy(decision)
-    decision_copy._state = copy.copy(decision._state)
-    decision_copy._state.fields_cache = dict(decision._state.fields_cache)
+    decision_copy = _unsaved_copy(decision)
     decision_copy.reply = redaction.value(decision.reply)
     decision_copy.tool_calls = redaction.value(decision.tool_calls)
     decision_copy.answer = redaction.value(decision.answer)
     decision_copy.note = redaction.text(decision.note or "")
     decision_copy.error = redaction.text(decision.error or "")
-    decision_copy.save = _never_saved  # type: ignore[method-assign]
     return decision_copy
+
+
+def _unsaved_copy(instance: _M) -> _M:
+    """A copy of a model instance for showing: its own state and cache of related rows (so
+    redacting it leaves the original alone), and a ``save()`` that refuses."""
+    shown = copy.copy(instance)
+    shown._state = copy.copy(instance._state)
+    shown._state.fields_cache = dict(instance._state.fields_cache)
+    shown.save = _never_saved  # type: ignore[method-assign]
+    return shown
+
+
+def _never_saved(*args: Any, **kwargs: Any) -> None:
+    raise UsageError("A redacted copy for showing is never saved.")
 
 
 def holds_redaction(value: Any) -> bool:
