@@ -281,16 +281,16 @@ def card(review: Review) -> list[dict[str, Any]]:
     elif not whole:
         too_long = "Too long to show whole here: open it in the admin to approve it."
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=too_long)]))
-    if review.kind in (Review.Kind.TOOL_CALLS, Review.Kind.REPLY) and whole:
-        buttons.append(
-            ButtonElement(
-                text="Approve",
-                action_id=APPROVE,
-                value=button_value(review, "approve"),
-                style="primary",
-            )
-        )
     if review.kind in (Review.Kind.TOOL_CALLS, Review.Kind.REPLY):
+        if whole:
+            buttons.append(
+                ButtonElement(
+                    text="Approve",
+                    action_id=APPROVE,
+                    value=button_value(review, "approve"),
+                    style="primary",
+                )
+            )
         buttons.append(
             ButtonElement(
                 text="Reject…",
