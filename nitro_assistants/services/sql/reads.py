@@ -172,12 +172,7 @@ class Read(Generic[M]):
             raise TransactionManagementError(
                 "select_for_update cannot be used outside of a transaction."
             )
-        params = list(plan.params)
-        for (i, field), value in zip(plan.slots, (*values, pk), strict=True):
-            params[i] = _prepared(field, value, connection)
-        with connection.cursor() as cursor:
-            cursor.execute(plan.sql, params)
-            rows = cursor.fetchall()
+        rows = _fetch(plan, (*values, pk), connection)
         model: Any = plan.model
         if len(rows) != 1:
             if not rows:
@@ -190,6 +185,16 @@ class Read(Generic[M]):
             )
         obj: M = _instance(plan, rows[0], db, connection)
         return obj
+
+
+def _fetch(plan: CompiledRead, values: Sequence[Any], connection: Any) -> list[Any]:
+    """The rows of ``plan``'s statement with ``values`` in its parameter slots, in order."""
+    params = list(plan.params)
+    for (i, field), value in zip(plan.slots, values, strict=True):
+        params[i] = _prepared(field, value, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(plan.sql, params)
+        return list(cursor.fetchall())
 
 
 def _instance(plan: CompiledRead, values: Sequence[Any], db: str, connection: Any) -> Any:
@@ -244,10 +249,4 @@ class Rows(Generic[M]):
         db = router.db_for_read(self._model)
         connection = connections[db]
         plan = self._plan(db)
-        params = list(plan.params)
-        for (i, field), value in zip(plan.slots, values, strict=True):
-            params[i] = _prepared(field, value, connection)
-        with connection.cursor() as cursor:
-            cursor.execute(plan.sql, params)
-            rows = cursor.fetchall()
-        return [_instance(plan, row, db, connection) for row in rows]
+        return [_instance(plan, row, db, connection) for row in _fetch(plan, values, connection)]
