@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import router, transaction
+from django.db.models import QuerySet
 
 from nitro_assistants import hashchain
 from nitro_assistants.models import Event, Thread
@@ -144,13 +145,18 @@ def _about_a_review(event: Event) -> bool:
     return event.review_id is not None or field.get_cached_value(event, None) is not None
 
 
-def start_thread(thread: Thread, rows: list[Any], events: list[Event]) -> None:
+def start_thread(
+    thread: Thread, rows: list[Any], events: list[Event], *, unless: QuerySet[Any] | None = None
+) -> bool:
     """PostgreSQL: insert a new ``thread``, ``rows`` of it (its first run) and its first
     ``events``, which start its chain, in one statement
-    (:func:`.sql.events.insert_new_thread`). It sends no model signal: the caller takes it only
-    while no receiver watches these models (:func:`.sql.writes.watched`)."""
-    sql_events.insert_new_thread(thread, rows, events)
+    (:func:`.sql.events.insert_new_thread`); nothing, and False, when ``unless`` finds a row.
+    It sends no model signal: the caller takes it only while no receiver watches these models
+    (:func:`.sql.writes.watched`)."""
+    if not sql_events.insert_new_thread(thread, rows, events, unless=unless):
+        return False
     _changed(events, router.db_for_write(Event))
+    return True
 
 
 __all__ = [

@@ -8,12 +8,14 @@ from typing import Any
 
 from django.core import signing
 from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from nitro_assistants import signals
 from nitro_assistants.client import RunResult
 from nitro_assistants.conf import app_settings
-from nitro_assistants.exceptions import NitroAssistantsError, RunError
+from nitro_assistants.exceptions import NitroAssistantsError, RunError, RunsStoppedError
 from nitro_assistants.models import Event, Run, Thread
 from nitro_assistants.services import clients, sql, stops
 from nitro_assistants.services.audit import (
@@ -35,6 +37,13 @@ RUN_KEY = "nitro_run_id"
 WEBHOOK_SALT = "nitro_assistants.webhook"
 ACTIVE_REMOTE_STATUSES = frozenset({"pending", "running"})
 ENDED_REMOTE_STATUSES = frozenset({"success", "interrupted"})
+
+#: A run with its thread and whether a stop may refuse it, not locked (:func:`claim_run`).
+_RUN = reads.Read(
+    lambda: Run.objects.select_related("thread").annotate(
+        **{stops.SUSPECTED: stops.suspected_for_run()}
+    )
+)
 
 #: A run locked (only its row) with its thread: compiled once (:mod:`.sql.reads`, issue 21).
 _LOCKED_RUN = reads.Read(
@@ -76,11 +85,6 @@ def start_run(
     payload = _normalize_messages(messages)
     if metadata is not None and not isinstance(metadata, dict):
         raise RunError("A thread's metadata is a dict.")
-    # A stop in force refuses the run before anything is stored (RunsStoppedError).
-    if isinstance(thread, str):
-        stops.check_run(None, thread)
-    else:
-        stops.check_run(thread, thread.assistant_key)
     changed: list[str] = []
     if (
         isinstance(thread, str)
@@ -89,6 +93,11 @@ def start_run(
         and not any(writes.watched(model) for model in (Thread, Run, Event))
     ):
         return _start_new_thread(thread, payload, context, user, metadata)
+    # A stop in force refuses the run before anything is stored (RunsStoppedError).
+    if isinstance(thread, str):
+        stops.check_run(None, thread)
+    else:
+        stops.check_run(thread, thread.assistant_key)
     with transaction.atomic(), events_batched():
         if isinstance(thread, str):
             clients.assistant_for(
@@ -99,6 +108,7 @@ def start_run(
                 Thread.objects.create(
                     assistant_key=thread,
                     opened_by=user if getattr(user, "pk", None) else None,
+                    status=Thread.Status.BUSY,  # a run is requested
                     context=context or {},
                     metadata=metadata or {},
                 )
@@ -114,9 +124,11 @@ def start_run(
                 changed.append("metadata")
             # A new thread has nothing pending yet.
             supersede_pending_review(thread, reason="new_message", actor=user)
-            # A new message changes the thread (updated_at) even when nothing else did. Queued
-            # last, it rides on the events' statement.
-            writes.save(thread, [*changed, "updated_at"])
+            # A run is requested: the thread is busy until the run's outcome is mirrored. A new
+            # message changes the thread (updated_at) even when nothing else did. Queued last, it
+            # rides on the events' statement.
+            thread.status = Thread.Status.BUSY
+            writes.save(thread, [*changed, "status", "updated_at"])
         run_input: dict[str, Any] = {"messages": payload}
         if "metadata" in changed:
             # For the worker to merge into the server's thread before the run (one the server
@@ -144,18 +156,30 @@ def _start_new_thread(
     metadata: dict[str, Any] | None,
 ) -> Run:
     """:func:`start_run` for a new thread on PostgreSQL: the thread, its run and their two
-    events are one statement (:func:`nitro_assistants.services.chain_append.start_thread`)."""
+    events are one statement (:func:`nitro_assistants.services.chain_append.start_thread`),
+    which writes nothing while a stop refuses the run: then the stop is read to say who stopped
+    what and why (RunsStoppedError)."""
     clients.assistant_for(key)  # unknown key: UnknownAssistantError before anything is stored
     person = user if getattr(user, "pk", None) else None
     thread = Thread(
-        assistant_key=key, opened_by=person, context=context or {}, metadata=metadata or {}
+        assistant_key=key,
+        opened_by=person,
+        status=Thread.Status.BUSY,  # a run is requested
+        context=context or {},
+        metadata=metadata or {},
     )
     run = Run(thread=thread, kind=Run.Kind.RUN, input={"messages": payload}, requested_by=person)
     events = [
         build_event(thread, "thread_opened", actor=user, assistant_key=key),
         build_event(thread, "run_requested", run=run, actor=user, messages=payload),
     ]
-    start_thread(thread, [run], events)
+    # Refused, the stop is read to be named; one resumed between the two is tried again, once.
+    for _ in range(2):
+        if start_thread(thread, [run], events, unless=stops.refusing_runs(None, key)):
+            break
+        stops.check_run(None, key)
+    else:
+        raise RunsStoppedError("New runs are refused: a stop is in force.")
     enqueue("nitro_assistants.run_thread", str(run.pk))
     return run
 
@@ -218,27 +242,40 @@ def execute_run(run: Run | uuid.UUID | str) -> Run:
         return fail_run(run, _error_text(exc))
 
 
-def claim_run(pk: Any) -> Run:
-    """Count an attempt at a run and mark it (and its thread) running, committed before anything
-    is sent: a later delivery that sees ``attempts > 1`` looks for the remote run first. The
-    first attempt records ``run_started``.
+def _count_attempt(pk: Any) -> bool | None:
+    """Count an attempt at an unfinished run and mark it running: True for its first attempt,
+    False for a later one, None when it is finished (nothing counted). A compare-and-set
+    (``QuerySet.update()``): the UPDATE waits for a delivery of this run still going on, which
+    holds the run's row (:func:`_run_and_wait`), then finds the run finished and changes
+    nothing; of two deliveries at once, one counts the first attempt."""
+    now = timezone.now()
+    unfinished = Run.objects.filter(pk=pk).exclude(status__in=Run.FINISHED)
+    if unfinished.filter(attempts=0).update(attempts=1, status=Run.Status.RUNNING, started_at=now):
+        return True
+    if unfinished.update(
+        attempts=F("attempts") + 1,
+        status=Run.Status.RUNNING,
+        started_at=Coalesce("started_at", Value(now)),
+    ):
+        return False
+    return None
 
-    The run's row is locked first (then the thread's, by its update): a delivery of this run
-    still going on holds the run (:func:`_run_and_wait`), so this waits for it, then finds the
-    run finished and changes nothing. The updates ride on the event's statement
-    (:func:`.audit.events_batched`)."""
-    with transaction.atomic(), events_batched():
-        run = _LOCKED_RUN.get(pk)
-        if run.finished:
-            return run
-        run.attempts += 1  # the row is locked: no other delivery counts meanwhile
-        run.status = Run.Status.RUNNING
-        run.started_at = run.started_at or timezone.now()
-        writes.save(run, ["attempts", "status", "started_at"])
-        run.thread.status = Thread.Status.BUSY
-        writes.save(run.thread, ["status"])
-        if run.attempts == 1:
-            record_event(run.thread, "run_started", run=run)
+
+def claim_run(pk: Any) -> Run:
+    """Count an attempt at a run and mark it running, committed before anything is sent: a later
+    delivery that sees ``attempts > 1`` looks for the remote run first. The first attempt
+    records ``run_started``, once the attempt is counted.
+
+    Three statements, no transaction: the attempt counted (:func:`_count_attempt`), the run read
+    with its thread, and ``run_started`` appended to the thread's chain (its own statement). A
+    worker killed between the count and the append leaves the attempt without ``run_started``:
+    the next delivery counts attempt 2 and records none, as it records none after a worker died
+    on the server call. The thread was marked busy when the run was requested
+    (:func:`start_run`)."""
+    first = _count_attempt(pk)
+    run = _RUN.get(pk)
+    if first:
+        record_event(run.thread, "run_started", run=run)
     return run
 
 

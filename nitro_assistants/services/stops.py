@@ -70,15 +70,21 @@ def stop_for_review(review: Review) -> Stop | None:
     )
 
 
-def stop_for_run(thread: Thread | None, assistant_key: str) -> Stop | None:
-    """The stop (the oldest) that refuses a new run of ``thread`` (None: a new thread of
-    ``assistant_key``), None when there is none. A tool's stop refuses no run (a run names no
-    tool); it freezes the reviews of calls to the tool instead."""
+def refusing_runs(thread: Thread | None, assistant_key: str) -> QuerySet[Stop]:
+    """The stops that refuse a new run of ``thread`` (None: a new thread of ``assistant_key``).
+    A tool's stop refuses no run (a run names no tool); it freezes the reviews of calls to the
+    tool instead."""
     scope = Q(scope=Stop.Scope.ALL) | Q(scope=Stop.Scope.ASSISTANT, assistant=assistant_key)
     if thread is not None:
         scope = _scope_of(thread)
+    return Stop.objects.filter(scope, resumed_at__isnull=True)
+
+
+def stop_for_run(thread: Thread | None, assistant_key: str) -> Stop | None:
+    """The stop (the oldest) that refuses a new run of ``thread`` (None: a new thread of
+    ``assistant_key``), None when there is none."""
     return (
-        Stop.objects.filter(scope, resumed_at__isnull=True)
+        refusing_runs(thread, assistant_key)
         .select_related("thread")
         .order_by("stopped_at", "pk")
         .first()

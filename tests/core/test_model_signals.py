@@ -36,7 +36,7 @@ RUN_MIRRORED = frozenset({"status", "reply", "finished_at", "remote_run_id"})
 
 #: The saves of the governed flow, per service call, in order: the same on every database. Rows
 #: written by one UPDATE, as ``QuerySet.update()`` writes them, send nothing on any (the attempt
-#: counted: the run running and its thread busy; docs/django.md), nor do the chain's heads.
+#: counted: the run running; docs/django.md), nor do the chain's heads.
 EXPECTED: dict[str, list[Seen]] = {
     "start_run": [
         ("Thread", True, None),
@@ -45,9 +45,7 @@ EXPECTED: dict[str, list[Seen]] = {
         ("Event", True, None),  # run_requested
     ],
     "execute_run": [
-        # The run claimed under its lock (the attempt counted), the thread busy, run_started.
-        ("Run", False, frozenset({"attempts", "started_at", "status"})),
-        ("Thread", False, frozenset({"status"})),
+        # The attempt counted by an UPDATE (no save), then run_started.
         ("Event", True, None),  # run_started
         ("Review", True, None),
         ("ReviewHandling", True, None),

@@ -35,8 +35,8 @@ pytestmark = [
 #: Statements per call without a shared cache. What each one is, in order, is in the docstring
 #: of the test.
 BUDGET = {
-    "start_run": 2,
-    "execute_run": 10,
+    "start_run": 1,
+    "execute_run": 9,
     "claim_review": 1,
     "decide": 4,
     "execute_resume": 7,
@@ -57,16 +57,16 @@ def counted(name: str, call: Callable[[], Any], spent: dict[str, list[str]]) -> 
 def test_a_governed_flow_stays_within_its_statement_budget(
     fake_assistant: FakeAssistant, enqueued: list[Any], settings: Any, live_cache: str | None
 ) -> None:
-    """start_run: two statements: whether a stop refuses the run (issue 36: a new thread has no
-    row to carry the check), then one (the thread, its run, its two events and its chain's head).
+    """start_run: one statement: the thread, its run, its two events and its chain's head, whose
+    thread INSERT selects nothing while a stop refuses the run (issue 36).
 
     A stop check rides on execute_run's and decide's locked reads (an ``Exists`` annotation):
     they spend nothing more for it.
 
-    execute_run (10): the claim, committed before the server is
-    called: BEGIN, the run locked (with its thread), one statement that counts the attempt,
-    marks the thread busy and appends ``run_started`` (the updates ride on the chain's append),
-    COMMIT. Then BEGIN, the run locked (held while the server runs), and once the server
+    execute_run (9): the claim, committed before the server is called, without a transaction:
+    the attempt counted (``QuerySet.update()``, a compare-and-set on the run's status and
+    attempts), the run read with its thread, ``run_started`` appended (the thread was marked busy
+    by start_run's statement). Then BEGIN, the run locked (held while the server runs), and once the server
     answered: the thread locked (which also takes the id of the review the run may pause on,
     from the reviews' sequence, and, without a shared cache, the rules' stamp; with one, it is
     read there), its open reviews read (an ordinary query after the lock, which sees what the
@@ -91,7 +91,9 @@ def test_a_governed_flow_stays_within_its_statement_budget(
     from 19 statements a flow (18 with the shared cache) to 26 (25); the review's id taken with
     the thread's lock (its INSERT rides on the events' statement) brought it to 25 (24); the
     resume's open reviews read before its writes and the rules' stamp read with the thread's
-    lock, to 23 with or without the shared cache."""
+    lock, to 23 with or without the shared cache; the stop check inside start_run's statement
+    and the claim counted by a compare-and-set instead of under a lock in a transaction of its
+    own, to 22."""
     settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "LIVE_CACHE": live_cache}
     budget = SHARED_BUDGET if live_cache else BUDGET
     staff = Group.objects.create(name="Staff")

@@ -131,12 +131,12 @@ def test_outside_a_transaction_a_write_is_sent_at_once() -> None:
 def test_a_new_thread_its_run_and_events_are_one_statement(
     fake_assistant: FakeAssistant, enqueued: list[Any]
 ) -> None:
-    """One statement for the rows, after the stop check (issue 36: whether a stop refuses a
-    run of the assistant; a new thread has no row yet to carry it on)."""
+    """One statement for the rows, the stop check inside it (issue 36: whether a stop refuses
+    a run of the assistant; the thread's INSERT selects nothing while one does)."""
     with CaptureQueriesContext(connection) as queries:
         run = services.start_run("walkthrough", "Hello", metadata={"customer": "Ada"})
-    stop_check, written = statements(queries)
-    assert Stop._meta.db_table in stop_check and stop_check.startswith("SELECT")
+    (written,) = statements(queries)
+    assert Stop._meta.db_table in written
     assert Thread._meta.db_table in written and Run._meta.db_table in written
     thread = Thread.objects.get(pk=run.thread_id)
     assert thread.metadata == {"customer": "Ada"}
@@ -148,6 +148,37 @@ def test_a_new_thread_its_run_and_events_are_one_statement(
     assert AuditChain.objects.get(chain=str(thread.thread_id)).seq == 2
     assert chain_verify.verify().ok
     services.execute_run(run.pk)  # the worker's part: its events chain after the two
+    assert chain_verify.verify().ok
+
+
+@postgresql
+@pytest.mark.parametrize("scope", ["all", "assistant"])
+def test_a_stop_refuses_the_one_statement_and_nothing_is_written(
+    fake_assistant: FakeAssistant, enqueued: list[Any], scope: str
+) -> None:
+    """The stop check rides in the new thread's statement: a stop of everything or of the
+    assistant leaves no thread, run, event or chain head behind, and the refusal names the stop
+    as the check before it did. A stop of another assistant refuses nothing."""
+    from django.contrib.auth import get_user_model
+
+    from nitro_assistants.exceptions import RunsStoppedError
+    from nitro_assistants.services import stops
+
+    staff = get_user_model().objects.create_user("ops", is_staff=True, is_superuser=True)
+    stops.stop(staff, scope="assistant", assistant="elsewhere", reason="not this one")
+    stop = stops.stop(
+        staff, scope=scope, assistant="walkthrough" if scope == "assistant" else "", reason="fire"
+    )
+    counts = [model.objects.count() for model in (Thread, Run, Event, AuditChain)]
+    with pytest.raises(RunsStoppedError) as refused:
+        services.start_run("walkthrough", "Hello")
+    assert refused.value.stop == stop and "fire" in str(refused.value)
+    assert [model.objects.count() for model in (Thread, Run, Event, AuditChain)] == counts
+    assert [name for name, _ in enqueued if name == "nitro_assistants.run_thread"] == []
+    stops.resume(stop, staff)
+    run = services.start_run("walkthrough", "Hello")
+    assert ("nitro_assistants.run_thread", (str(run.pk),)) in enqueued
+    assert Run.objects.get(pk=run.pk).thread.assistant_key == "walkthrough"
     assert chain_verify.verify().ok
 
 

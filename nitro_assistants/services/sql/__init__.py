@@ -8,8 +8,10 @@ column name from the models' ``_meta`` (quoted by the backend; every value is a 
 is held equal to its ORM form by a test. Flow → statement (``module.builder``) → its test:
 
 - **start_run** of a new thread (PostgreSQL): the thread, its run, their events and the
-  chain's head in one statement (``events.insert_new_thread``) → tests/core/test_sql_parity.py,
-  against the rows ``save()`` writes.
+  chain's head in one statement, none of them while a stop refuses the run (the stops' ORM
+  query, compiled by the ORM, in a ``WHERE NOT EXISTS``; ``events.insert_new_thread``) →
+  tests/core/test_sql_parity.py, against the rows ``save()`` writes;
+  tests/core/test_writes.py, a stop refusing it.
 - **every batch of audit events** on one chain (PostgreSQL): the head locked, the events linked
   by the database and inserted, the head moved, the batch's queued row writes first, in one
   statement (``events.append_to_one_chain``, built by ``events.linked_sql``); other batches:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections, router
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from nitro_assistants import hashchain
@@ -301,12 +302,19 @@ def insert_linked(
         event._state.db = db
 
 
-def insert_new_thread(thread: Thread, rows: list[Any], events: list[Event]) -> None:
+def insert_new_thread(
+    thread: Thread, rows: list[Any], events: list[Event], *, unless: QuerySet[Any] | None = None
+) -> bool:
     """PostgreSQL: insert a new ``thread``, ``rows`` of it (instances whose only unknown is the
     thread's id: its first run) and its first ``events``, which start its chain, in one
     statement (atomic without a transaction). Each row's and event's ``thread_id`` is the id
     the thread's INSERT returns. It sends no model signal: the caller takes it only while no
-    receiver watches these models (:func:`.writes.watched`)."""
+    receiver watches these models (:func:`.writes.watched`).
+
+    ``unless``: a queryset (its SQL compiled by the ORM) that refuses the whole insert when it
+    finds a row (the stops that refuse a new thread's run): then nothing is written and False
+    is returned. Every other part of the statement selects from the thread's INSERT, so none is
+    written without it."""
     db = router.db_for_write(Thread)
     connection = connections[db]
     qn = connection.ops.quote_name
@@ -331,9 +339,18 @@ def insert_new_thread(thread: Thread, rows: list[Any], events: list[Event]) -> N
     params: list[Any] = [
         f.get_db_prep_save(f.pre_save(thread, True), connection) for f in thread_fields
     ]
+    if unless is None:
+        source = f"VALUES ({', '.join(['%s'] * len(thread_fields))})"
+    else:
+        refusing, refusing_params = unless.order_by().values("pk").query.sql_with_params()
+        source = (
+            f"SELECT {', '.join(cast(f, connection) for f in thread_fields)} "
+            f"WHERE NOT EXISTS ({refusing})"
+        )
+        params += refusing_params
     ctes = [
-        f"thread_row AS (INSERT INTO {table(Thread, connection)} ({names(thread_fields)}) "  # noqa: S608
-        f"VALUES ({', '.join(['%s'] * len(thread_fields))}) RETURNING {thread_pk})"
+        f"thread_row AS (INSERT INTO {table(Thread, connection)} ({names(thread_fields)}) "
+        f"{source} RETURNING {thread_pk})"
     ]
     for i, row in enumerate(rows):
         fields = list(type(row)._meta.concrete_fields)
@@ -348,9 +365,10 @@ def insert_new_thread(thread: Thread, rows: list[Any], events: list[Event]) -> N
         seq += 1
         prev = link(event, key, prev, seq)
     head, chain_col, seq_col, hash_col, updated_col = _head_columns(connection)
+    head_fields = [AuditChain._meta.get_field(n) for n in ("chain", "seq", "hash", "updated_at")]
     ctes.append(
         f"head AS (INSERT INTO {head} ({chain_col}, {seq_col}, {hash_col}, {updated_col}) "  # noqa: S608
-        "VALUES (%s, %s, %s, %s))"
+        f"SELECT {', '.join(cast(f, connection) for f in head_fields)} FROM thread_row)"
     )
     params += [key, seq, prev, timezone.now()]
     fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
@@ -367,6 +385,8 @@ def insert_new_thread(thread: Thread, rows: list[Any], events: list[Event]) -> N
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         returned = cursor.fetchall()
+    if not returned:
+        return False
     thread.pk = returned[0][1]
     thread._state.adding = False
     thread._state.db = db
@@ -379,3 +399,4 @@ def insert_new_thread(thread: Thread, rows: list[Any], events: list[Event]) -> N
         event.thread = thread
         event._state.adding = False
         event._state.db = db
+    return True
