@@ -9,6 +9,10 @@ import requests
 from django.db import InterfaceError, OperationalError
 
 import nitro_assistants
+from nitro_assistants.exceptions import NitroAssistantsError
+
+#: Key of the remote run's metadata that carries the local Run's UUID (the idempotency key).
+RUN_KEY = "nitro_run_id"
 
 #: While set, what gives the assistant of a key instead of the configured clients: a test
 #: double's, set and put back by :func:`nitro_assistants.testing.fake_assistants`.
@@ -33,3 +37,21 @@ def is_transient(exc: BaseException) -> bool:
         exc,
         requests.ConnectionError | requests.Timeout | requests.exceptions.ChunkedEncodingError,
     )
+
+
+def find_remote_run(assistant: Any, thread_id: str, match: dict[str, str]) -> dict[str, Any] | None:
+    """The server's run whose metadata carries every ``match`` item, if any."""
+    try:
+        remotes = assistant.list_runs(thread_id=thread_id, limit=100)
+    except NitroAssistantsError as exc:
+        if getattr(exc, "status_code", None) == 404:  # no thread yet: no run either
+            return None
+        raise
+    for remote in remotes:
+        sources = [remote.get("metadata") or {}]
+        config = (remote.get("kwargs") or {}).get("config") or {}
+        sources.append(config.get("metadata") or {})
+        for metadata in sources:
+            if all(str(metadata.get(k)) == v for k, v in match.items()):
+                return dict(remote)
+    return None

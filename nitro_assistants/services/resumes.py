@@ -22,7 +22,7 @@ from nitro_assistants.exceptions import (
 from nitro_assistants.models import Decision, Review, Run, Thread
 from nitro_assistants.services import clients
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
-from nitro_assistants.services.clients import is_transient
+from nitro_assistants.services.clients import RUN_KEY, find_remote_run, is_transient
 from nitro_assistants.services.decisions import pending_review_of
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.errors import clean_error
@@ -31,10 +31,8 @@ from nitro_assistants.services.lifecycle import close_decision, fail_review, sup
 from nitro_assistants.services.mirror import lock_thread, record_result, unapplied_reviews
 from nitro_assistants.services.runs import (
     ACTIVE_REMOTE_STATUSES,
-    RUN_KEY,
     collect_turn,
     fail_run,
-    find_remote_run,
     webhook_url,
 )
 from nitro_assistants.services.sql import reads, writes

@@ -25,15 +25,13 @@ from nitro_assistants.services.audit import (
     send_on_commit,
 )
 from nitro_assistants.services.chain_append import new_chain, start_thread
-from nitro_assistants.services.clients import is_transient
+from nitro_assistants.services.clients import RUN_KEY, find_remote_run, is_transient
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.errors import clean_error, error_text
 from nitro_assistants.services.lifecycle import close_failed_decision, supersede_pending_review
 from nitro_assistants.services.mirror import lock_thread, record_result
 from nitro_assistants.services.sql import reads, writes
 
-#: Key of the remote run's metadata that carries the local Run's UUID (the idempotency key).
-RUN_KEY = "nitro_run_id"
 WEBHOOK_SALT = "nitro_assistants.webhook"
 ACTIVE_REMOTE_STATUSES = frozenset({"pending", "running"})
 ENDED_REMOTE_STATUSES = frozenset({"success", "interrupted"})
@@ -197,24 +195,6 @@ def run_from_webhook_token(token: str) -> uuid.UUID:
     """The Run pk a webhook token names; ``signing.BadSignature`` when forged."""
     value = signing.Signer(key=app_settings.WEBHOOK_SECRET, salt=WEBHOOK_SALT).unsign(token)
     return uuid.UUID(value)
-
-
-def find_remote_run(assistant: Any, thread_id: str, match: dict[str, str]) -> dict[str, Any] | None:
-    """The server's run whose metadata carries every ``match`` item, if any."""
-    try:
-        remotes = assistant.list_runs(thread_id=thread_id, limit=100)
-    except NitroAssistantsError as exc:
-        if getattr(exc, "status_code", None) == 404:  # no thread yet: no run either
-            return None
-        raise
-    for remote in remotes:
-        sources = [remote.get("metadata") or {}]
-        config = (remote.get("kwargs") or {}).get("config") or {}
-        sources.append(config.get("metadata") or {})
-        for metadata in sources:
-            if all(str(metadata.get(k)) == v for k, v in match.items()):
-                return dict(remote)
-    return None
 
 
 def execute_run(run: Run | uuid.UUID | str) -> Run:

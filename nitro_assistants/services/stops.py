@@ -219,9 +219,11 @@ def _stopped(row: Stop, user: Any) -> None:
 
 
 def _running(row: Stop) -> QuerySet[Run]:
+    """The runs going on in ``row``'s scope: those the server has (their remote id known), and
+    runs a worker is waiting on (``runs/wait``: the server's id comes with its answer)."""
     runs = Run.objects.filter(
         status__in=[Run.Status.QUEUED, Run.Status.RUNNING], finished_at__isnull=True
-    ).exclude(remote_run_id="")
+    ).filter(~Q(remote_run_id="") | Q(status=Run.Status.RUNNING, kind=Run.Kind.RUN))
     if row.scope == Stop.Scope.ASSISTANT:
         runs = runs.filter(thread__assistant_key=row.assistant)
     elif row.scope == Stop.Scope.THREAD:
@@ -239,19 +241,27 @@ def _cancel_runs(row: Stop, user: Any) -> None:
     failures: list[dict[str, str]] = []
     for run in _running(row):
         thread = run.thread
+        remote_id = run.remote_run_id
         try:
-            clients.assistant_for(thread.assistant_key).cancel_run(
-                str(thread.thread_id), run.remote_run_id
-            )
+            assistant = clients.assistant_for(thread.assistant_key)
+            if not remote_id:
+                # A worker waits on it: the server's run is found by the id our run sent.
+                found = clients.find_remote_run(
+                    assistant, str(thread.thread_id), {clients.RUN_KEY: str(run.pk)}
+                )
+                if found is None:  # not sent yet: the worker's own check refuses it
+                    continue
+                remote_id = str(found.get("run_id") or "")
+            assistant.cancel_run(str(thread.thread_id), remote_id)
         except Exception as exc:  # any failure is shown; the stop holds here
             error = error_text(exc)
-            failures.append({"run": run.remote_run_id, "error": error})
+            failures.append({"run": remote_id or str(run.pk), "error": error})
             record_event(
                 thread, "stop_cancel_failed", run=run, actor=user, stop=row.pk, error=error
             )
-            logger.error("Stop %s could not cancel run %s: %s", row.pk, run.remote_run_id, error)
+            logger.error("Stop %s could not cancel run %s: %s", row.pk, remote_id, error)
             continue
-        cancelled.append(run.remote_run_id)
+        cancelled.append(remote_id)
         record_event(thread, "run_cancelled", run=run, actor=user, stop=row.pk)
     if cancelled or failures:
         row.cancelled_runs, row.cancel_failures = cancelled, failures

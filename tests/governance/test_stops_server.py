@@ -3,6 +3,7 @@ own cancel endpoint (services/stops.py, the client's ``cancel_run``)."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
@@ -59,3 +60,48 @@ def test_a_cancel_the_server_does_not_answer_keeps_the_stop(server_settings: Any
     assert row.cancel_failures[0]["error"]
     assert Event.objects.filter(verb="stop_cancel_failed", thread=thread).exists()
     assert stops.stop_for_run(thread, "slow") == row
+
+
+def test_a_stop_cancels_the_run_a_worker_waits_on(server_settings: Any) -> None:
+    """In "wait" mode the server's run id comes with its answer: while the worker waits on
+    ``runs/wait`` our run has none. The stop finds the server's run by the id our run sent in
+    its metadata and cancels it; the worker's wait ends and the run is finished, not left
+    running."""
+    from django.db import connection
+
+    from nitro_assistants import services
+    from nitro_assistants.services import clients
+
+    run = services.start_run("slow", "take your time")
+    thread = Thread.objects.get(pk=run.thread_id)
+    assistant = nitro_assistants.assistants()["slow"]
+    outcome: list[Any] = []
+
+    def work() -> None:
+        try:
+            outcome.append(services.execute_run(run.pk))
+        except Exception as exc:  # the test reads it
+            outcome.append(exc)
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    match = {clients.RUN_KEY: str(run.pk)}
+    remote = wait_for(
+        lambda: (
+            (found := clients.find_remote_run(assistant, str(thread.thread_id), match))
+            and found["status"] == "running"
+            and found
+        ),
+        60,
+    )
+    assert Run.objects.get(pk=run.pk).remote_run_id == ""  # the worker is still waiting
+
+    row = stops.stop(None, scope="assistant", assistant="slow", reason="stop it now")
+
+    assert row.cancelled_runs == [remote["run_id"]] and row.cancel_failures == []
+    worker.join(90)
+    assert not worker.is_alive(), "the worker still waits on a cancelled run"
+    assert Run.objects.get(pk=run.pk).finished, outcome
+    assert Event.objects.filter(verb="run_cancelled", thread=thread).exists()
