@@ -38,24 +38,36 @@ class StampForm(forms.Form):
     interrupt_id = forms.CharField(widget=forms.HiddenInput, required=False)
     revision = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
     digest = forms.CharField(widget=forms.HiddenInput, max_length=128)
+    #: The collapsed values the reviewer opened (a JSON list of their paths): the review
+    #: screen's script keeps it; drawn without the script, it lists the parts a rule names,
+    #: which are then drawn open (docs/redaction.md, "Complete previews").
+    opened = forms.CharField(widget=forms.HiddenInput, required=False, max_length=100_000)
 
     @classmethod
-    def for_review(cls, review: Review) -> StampForm:
+    def for_review(cls, review: Review, drawn_open: list[str] | None = None) -> StampForm:
         return cls(
             initial={
                 "interrupt_id": review.interrupt_id or "",
                 "revision": review.revision,
                 "digest": review.digest,
+                "opened": json.dumps(drawn_open or []),
             }
         )
 
     def shown(self) -> dict[str, Any]:
         """The ``revision`` and ``digest`` the form was rendered from, for
-        :func:`nitro_assistants.services.decide` to check against the review as it is now."""
+        :func:`nitro_assistants.services.decide` to check against the review as it is now, and
+        what was opened (``shown``: a malformed list goes on as it is, for the service to
+        refuse on its field)."""
         data = self.cleaned_data
         shown = {"revision": data["revision"], "digest": data["digest"]}
         if data.get("interrupt_id"):
             shown["interrupt_id"] = data["interrupt_id"]
+        if data.get("opened"):
+            try:
+                shown["shown"] = json.loads(data["opened"])
+            except ValueError:
+                shown["shown"] = data["opened"]
         return shown
 
     def rendered_from(self, review: Review) -> bool:
