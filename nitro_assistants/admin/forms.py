@@ -209,8 +209,14 @@ class ToolCallForm(forms.Form):
         max_length=4000,
     )
 
-    def __init__(self, call: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, call: dict[str, Any], *args: Any, index: int | None = None, **kwargs: Any
+    ) -> None:
         self.call = call
+        #: Where the call is among the review's (its arguments' paths), and the paths a rule
+        #: says must be shown (drawn open; the review screen sets them).
+        self.path = f"tool_calls.{index}.args" if index is not None else ""
+        self.required: tuple[str, ...] = ()
         self.model_args: dict[str, Any] = dict(call.get("args") or {})
         self.allowed = [
             a
@@ -234,7 +240,7 @@ class ToolCallForm(forms.Form):
     def argument_rows(self) -> list[Row]:
         """The arguments as the model proposed them, for reading (a call that cannot be edited
         has no fields to show them in)."""
-        return key_values(self.model_args)
+        return key_values(self.model_args, 0, self.path, self.required)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -358,7 +364,7 @@ class ToolCallsDecisionForm(ReviewDecisionForm):
             actions = {f"call-{i}-action": "approve" for i in range(len(review.tool_calls))}
             data = _posting(data, **actions)
         self.calls = [
-            ToolCallForm(call, data=data, prefix=f"call-{index}")
+            ToolCallForm(call, data=data, prefix=f"call-{index}", index=index)
             for index, call in enumerate(review.tool_calls)
         ]
 

@@ -38,6 +38,7 @@ from nitro_assistants.admin.forms import (
     DECISION_FORMS,
     ReviewDecisionForm,
     StampForm,
+    ToolCallsDecisionForm,
     decision_form_for,
 )
 from nitro_assistants.admin.inbox import AssignedFilter, ClaimFilter, InboxMixin
@@ -451,6 +452,9 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
             decision = redacting.shown_decision(decision)
         required = tuple(part.path for part in must_show)
         conversation = held_conversation(review, decision, required=required)
+        if isinstance(form, ToolCallsDecisionForm):
+            for call_form in form.calls:  # a call that cannot be edited: its arguments as rows
+                call_form.required = required
         return {
             **self.admin_site.each_context(request),
             "opts": self.opts,

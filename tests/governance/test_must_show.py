@@ -367,3 +367,22 @@ def test_the_rule_form_refuses_a_path_it_cannot_read_on_the_field(editor: Client
     assert response.status_code == 200
     assert "must_show" in response.context["adminform"].form.errors
     assert not Policy.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_call_that_cannot_be_edited_and_is_not_in_the_conversation_folds_its_part_too(
+    mail_rule: Policy, queued: list[Any]
+) -> None:
+    """Its arguments are drawn as rows in the form, not in fields: the part is folded there,
+    with its path, so the script records its opening as it does in the conversation."""
+    pause = mail_pause()
+    pause.tool_calls[0]["allowed_decisions"] = ["approve", "reject"]
+    thread = Thread.objects.create(assistant_key="walkthrough")
+    run = Run.objects.create(thread=thread, input={})
+    review = mirror_pending(thread, run, pause)
+    assert review is not None
+    client = Client()
+    client.force_login(reviewer("ann"))
+    screen = client.get(reverse("admin:nitro_assistants_review_review", args=[review.pk]))
+    assert screen.text.count('data-nitro-path="tool_calls.0.args.body" data-nitro-must-show') == 1
+    assert 'name="call-0-arg__body"' not in screen.text  # no field holds it whole
