@@ -182,6 +182,9 @@ def clean_shown(raw: Any) -> list[str] | None:
                 f"Each path of `shown` must be a non-blank string of at most {MAX_PATH} "
                 "characters (tool_calls.0.args.body)"
             )
+        if any(char == "\x00" or "\ud800" <= char <= "\udfff" for char in item):
+            # What the decision records must be storable (PostgreSQL's jsonb refuses these).
+            raise ValueError("A path of `shown` holds a NUL or a lone surrogate")
         paths.append(item.strip())
     return list(dict.fromkeys(paths))
 

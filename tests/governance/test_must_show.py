@@ -285,8 +285,12 @@ def test_the_api_read_lists_the_parts_to_show_and_a_decision_without_them_is_a_4
     refused = client.post(url, body(review), content_type="application/json")
     assert refused.status_code == 400
     assert refused.json()["details"]["field"] == "shown"
-    bad = client.post(url, body(review, shown="all"), content_type="application/json")
-    assert bad.status_code == 400 and bad.json()["details"]["field"] == "shown"
+    for wrong in ("all", [1], ["x\u0000"], ["\ud800"], [""], ["x" * 501], ["p"] * 501):
+        bad = client.post(
+            url, json.dumps(body(review, shown=wrong)), content_type="application/json"
+        )
+        assert bad.status_code == 400, wrong
+        assert bad.json()["details"]["field"].startswith("shown")
     done = client.post(
         url, body(review, shown=["tool_calls.0.args.body"]), content_type="application/json"
     )
