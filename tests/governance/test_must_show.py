@@ -390,3 +390,28 @@ def test_a_call_that_cannot_be_edited_and_is_not_in_the_conversation_folds_its_p
     screen = client.get(reverse("admin:nitro_assistants_review_review", args=[review.pk]))
     assert screen.text.count('data-nitro-path="tool_calls.0.args.body" data-nitro-must-show') == 1
     assert 'name="call-0-arg__body"' not in screen.text  # no field holds it whole
+
+
+@pytest.mark.django_db
+def test_an_e_mail_does_not_offer_to_approve_a_review_with_a_part_to_open(
+    mail_rule: Policy, queued: list[Any], settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from django.core import mail
+
+    from nitro_assistants.services import notifications
+
+    settings.NITRO_ASSISTANTS = {
+        **settings.NITRO_ASSISTANTS,
+        "NOTIFIERS": {"email": {"BACKEND": "nitro_assistants.services.notifiers.EmailNotifier"}},
+        "NOTIFY_BASE_URL": "https://reviews.example.com",
+        "INBOUND_EMAIL": {"REPLY_ADDRESS": "reviews+{token}@reply.example.com"},
+    }
+    person = reviewer("ann")
+    person.email = "ann@example.com"
+    person.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        held()  # review_requested queues the reviewer's e-mail
+    assert notifications.send_batch("email", person.pk) == 1
+    (message,) = mail.outbox
+    assert 'reply with one line: "approve"' not in message.body
+    assert "open it in the admin" in message.body
