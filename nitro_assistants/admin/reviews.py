@@ -474,6 +474,7 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
                 review, [fold for part in must_show for fold in part.folds]
             ),
             "must_show": must_show,
+            "revealed": self.revealed(request, review) and redacting.may_reveal(request.user),
             "can_decide": decide_allowed and pending and form is not None,
             "can_dismiss": decide_allowed
             and rules.may_move(review.kind, review.status, rules.DISMISSED),

@@ -18,7 +18,7 @@ from nitro_assistants import policy_rules, previews, services
 from nitro_assistants.admin import content
 from nitro_assistants.client import PendingReview
 from nitro_assistants.exceptions import InteractionDecisionError
-from nitro_assistants.models import ApiKey, Decision, Policy, Review, Run, Thread
+from nitro_assistants.models import ApiKey, Decision, Event, Policy, Review, Run, Thread
 from nitro_assistants.services import slack
 from nitro_assistants.services.mirror import mirror_pending
 from tests.governance.conftest import reviewer
@@ -415,3 +415,21 @@ def test_an_e_mail_does_not_offer_to_approve_a_review_with_a_part_to_open(
     (message,) = mail.outbox
     assert 'reply with one line: "approve"' not in message.body
     assert "open it in the admin" in message.body
+
+
+@pytest.mark.django_db
+def test_each_approval_of_a_quorum_needs_the_part_shown_and_its_event_says_what_was(
+    queued: list[Any],
+) -> None:
+    Policy.objects.create(name="mails by two", tool="send_mail", must_show=["body"], approvals=2)
+    review = held()
+    ann, bob = reviewer("ann"), reviewer("bob")
+    stated = ["tool_calls.0.args.body"]
+    first = services.decide(review.pk, ann, body(review, shown=stated), via="api")
+    assert not isinstance(first, Decision)  # one of two approvals
+    with pytest.raises(InteractionDecisionError):
+        services.decide(review.pk, bob, body(review), via="api")
+    final = services.decide(review.pk, bob, body(review, shown=stated), via="api")
+    assert isinstance(final, Decision) and final.shown == stated
+    approved = Event.objects.filter(review=review, verb="review_approved").order_by("pk")
+    assert [event.data.get("shown") for event in approved] == [stated, stated]
