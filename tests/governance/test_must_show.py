@@ -332,6 +332,8 @@ def test_the_admin_refuses_an_approval_with_a_form_error_until_the_part_was_open
     done = client.post(url, admin_post(review, ["tool_calls.0.args.body"]))
     assert done.status_code == 302
     assert Decision.objects.get().shown == ["tool_calls.0.args.body"]
+    decided = client.get(url)  # the decision says what was shown
+    assert '<dd class="nitro-shown"><code>tool_calls.0.args.body</code></dd>' in decided.text
 
 
 @pytest.mark.django_db
