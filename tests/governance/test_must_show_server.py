@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from nitro_assistants import services
-from nitro_assistants.models import ApiKey, Decision, Policy, Review, Run
+from nitro_assistants.models import ApiKey, Decision, Event, Policy, Review, Run
 from tests.core.conftest import enqueued
 from tests.governance.conftest import reviewer
 
@@ -83,6 +83,9 @@ def test_an_approval_in_the_admin_is_refused_until_the_collapsed_argument_is_ope
     review.thread.refresh_from_db()
     results = [m for m in review.thread.messages if m.get("type") == "tool"]
     assert any("moved to Tuesday." in str(m.get("content")) for m in results), results
+    # The decision's record in the audit chain says what was shown.
+    record = Event.objects.get(review=review, verb="decision_recorded").data
+    assert record["shown"]["paths"] == [PATH]
 
 
 def test_an_approval_over_the_api_is_refused_until_it_states_the_part_shown(
