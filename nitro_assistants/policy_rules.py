@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from nitro_assistants.exceptions import InvalidArgumentError
+from nitro_assistants.previews import call_path
 
 AUTO_APPROVE: Final = "auto_approve"
 AUTO_REJECT: Final = "auto_reject"
@@ -52,6 +53,8 @@ AFTER_ESCALATION_ACTIONS: Final = (NOTHING, APPROVE, REJECT)
 OPERATORS: Final = ("eq", "ne", "lt", "lte", "gt", "gte", "in", "contains", "matches")
 MAX_APPROVALS: Final = 10
 MAX_CONDITIONS: Final = 20
+#: How many argument paths a rule may name as to be shown before approval.
+MAX_MUST_SHOW: Final = 20
 _MISSING: Final = object()
 _SEGMENT = re.compile(r"[^.\[\]]+|\[\d+\]")
 
@@ -234,6 +237,30 @@ def clean_condition(raw: Any, index: int = 0) -> Condition:
     return Condition(path=path, op=op, value=value, pattern=pattern)
 
 
+def clean_must_show(raw: Any) -> tuple[tuple[str | int, ...], ...]:
+    """A rule's ``must_show``: a list of argument paths (the conditions' syntax); raises
+    :class:`PolicyError` naming what is wrong."""
+    if raw in (None, ""):
+        return ()
+    if not isinstance(raw, list):
+        raise PolicyError(
+            'Must show: a list of argument paths, e.g. ["body", "customer.card"]',
+            field="must_show",
+        )
+    if len(raw) > MAX_MUST_SHOW:
+        raise PolicyError(
+            f"A rule names at most {MAX_MUST_SHOW} paths to show; got {len(raw)}",
+            field="must_show",
+        )
+    parsed: list[tuple[str | int, ...]] = []
+    for index, path in enumerate(raw):
+        try:
+            parsed.append(parse_path(path))
+        except PolicyError as exc:
+            raise PolicyError(f"Must show, path {index + 1}: {exc}", field="must_show") from None
+    return tuple(dict.fromkeys(parsed))
+
+
 def clean_conditions(raw: Any) -> tuple[Condition, ...]:
     if raw in (None, ""):
         return ()
@@ -271,6 +298,10 @@ class Handling:
     #: The conditions that could not be evaluated and made this handling stricter (blank: none),
     #: e.g. ``rule 'Large refunds': amount gt 100 on "5000"``.
     unsure: str = ""
+    #: The parts of the review an approval needs shown (:mod:`nitro_assistants.previews`):
+    #: paths into its payload (``tool_calls.0.args.body``), from the ``must_show`` of the rules
+    #: that matched each call (or its reply), whichever rule gave the review its handling.
+    must_show: tuple[str, ...] = ()
 
     @property
     def strictness(self) -> tuple[int, int]:
@@ -284,7 +315,10 @@ class Handling:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Handling:
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        kept = {k: v for k, v in data.items() if k in names}
+        if "must_show" in kept:
+            kept["must_show"] = tuple(str(p) for p in kept["must_show"] or ())
+        return cls(**kept)
 
 
 DEFAULT: Final = Handling()
@@ -301,6 +335,8 @@ class Rule:
     tool: str
     conditions: tuple[Condition, ...]
     handling: Handling
+    #: The argument paths (parsed) an approval of a call it matches needs shown.
+    must_show: tuple[tuple[str | int, ...], ...] = ()
 
     def matches(self, assistant: str, kind: str, tool: str, document: Any) -> bool:
         if self.assistant and self.assistant != assistant:
@@ -334,6 +370,7 @@ def clean_rule(
     reason: str = "",
     name: str = "",
     version: int = 0,
+    must_show: Any = (),
 ) -> Rule:
     """A :class:`Rule` from a row's fields; raises :class:`PolicyError` with the field at fault."""
     if action not in ACTIONS:
@@ -397,6 +434,7 @@ def clean_rule(
             list(conditions) if isinstance(conditions, tuple) else conditions
         ),
         handling=handling,
+        must_show=clean_must_show(list(must_show) if isinstance(must_show, tuple) else must_show),
     )
 
 
@@ -426,6 +464,8 @@ class RuleSet:
                 if rule.tool:
                     self._globs[rule.id] = re.compile(fnmatch.translate(rule.tool))
         self._candidates: dict[tuple[str, str, str], list[Rule]] = {}
+        #: Whether any rule names parts to show (else a review's handling never looks).
+        self._shows = any(rule.must_show for rule in self.rules)
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -495,6 +535,22 @@ class RuleSet:
         )
         return dataclasses.replace(chosen, unsure=why)
 
+    def call_must_show(
+        self, assistant: str, kind: str, tool: str, document: Any
+    ) -> list[tuple[str | int, ...]]:
+        """The argument paths an approval of one call needs shown: those of the rule that
+        matches it and of every rule before it that could (failing closed, as
+        :meth:`call_handling`)."""
+        paths: list[tuple[str | int, ...]] = []
+        for rule in self.candidates(assistant, kind, tool):
+            results = [condition.test(document) for condition in rule.conditions]
+            if any(result is False for result in results):
+                continue
+            paths += rule.must_show
+            if all(result is True for result in results):
+                break
+        return paths
+
     def handling(
         self,
         assistant: str,
@@ -515,7 +571,25 @@ class RuleSet:
             found = self.call_handling(assistant, kind, tool, document)
             if chosen is None or found.strictness > chosen.strictness:
                 chosen = found
-        return chosen or DEFAULT
+        chosen = chosen or DEFAULT
+        if not self._shows or chosen.action != REVIEW:
+            return chosen
+        shown: list[str] = []
+        named: Handling | None = None
+        for index, (tool, document) in enumerate(documents):
+            paths = self.call_must_show(assistant, kind, tool, document)
+            if paths and named is None:
+                named = self.call_handling(assistant, kind, tool, document)
+            for path in paths:
+                relative = ".".join(str(part) for part in path)
+                shown.append(f"reply.{relative}" if kind == "reply" else call_path(index, path))
+        if not shown:
+            return chosen
+        if chosen.rule_id is None and named is not None and named.strictness == chosen.strictness:
+            # The default holds no parts to show: the rule that names them gives the handling
+            # (as strict), so the review has a handling to keep them in.
+            chosen = named
+        return dataclasses.replace(chosen, must_show=tuple(dict.fromkeys(shown)))
 
 
 class EditConflictError(PolicyError):
@@ -532,6 +606,12 @@ def after_edit(current: Handling, fresh: Handling) -> Handling:
     - an auto-rejection on either side wins; an auto-approval never loosens a review;
     - two reviews: the stricter one's rule, with the larger number of approvals and the group
       either names; two different groups raise :class:`EditConflictError`."""
+    moved = _after_edit(current, fresh)
+    shown = tuple(dict.fromkeys((*current.must_show, *fresh.must_show)))
+    return moved if moved.must_show == shown else dataclasses.replace(moved, must_show=shown)
+
+
+def _after_edit(current: Handling, fresh: Handling) -> Handling:
     if fresh.rule_id is not None and (fresh.rule_id, fresh.rule_version) == (
         current.rule_id,
         current.rule_version,
@@ -572,13 +652,22 @@ def after_edit(current: Handling, fresh: Handling) -> Handling:
 
 
 def same_handling(left: Handling, right: Handling) -> bool:
-    """Whether two handlings ask the same of a review (rule, action, quorum, group)."""
-    return (left.rule_id, left.rule_version, left.action, left.approvals, left.group_id) == (
+    """Whether two handlings ask the same of a review (rule, action, quorum, group, the
+    parts to show)."""
+    return (
+        left.rule_id,
+        left.rule_version,
+        left.action,
+        left.approvals,
+        left.group_id,
+        set(left.must_show),
+    ) == (
         right.rule_id,
         right.rule_version,
         right.action,
         right.approvals,
         right.group_id,
+        set(right.must_show),
     )
 
 
@@ -607,6 +696,7 @@ __all__ = [
     "after_edit",
     "clean_condition",
     "clean_conditions",
+    "clean_must_show",
     "clean_rule",
     "parse_path",
     "progress",

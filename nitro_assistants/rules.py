@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import jsonschema
 
+from nitro_assistants import previews
 from nitro_assistants.client.results import DIALECT_KINDS as DIALECT_KINDS
 from nitro_assistants.client.results import (
     INBOX,
@@ -195,7 +196,16 @@ BODY_FIELDS: Final = (
     "note",
 )
 #: The fields a tool-call or reply decision body may carry.
-REVIEW_BODY_FIELDS: Final = ("revision", "digest", "interrupt_id", "tool_calls", "reply", "note")
+REVIEW_BODY_FIELDS: Final = (
+    "revision",
+    "digest",
+    "interrupt_id",
+    "tool_calls",
+    "reply",
+    "note",
+    # the paths of the held content the reviewer was shown (previews.py)
+    "shown",
+)
 #: The fields a decision on ``inbox``/``interrupt`` pauses may carry: ``answer`` (the pause
 #: ``interrupt_id`` names, or the only one) or ``answers`` (``{interrupt_id: answer}``).
 DIALECT_BODY_FIELDS: Final = ("revision", "digest", "interrupt_id", "answer", "answers", "note")
@@ -329,6 +339,11 @@ def clean_review_decision(
     note = body.get("note", "")
     if not isinstance(note, str) or len(note) > MAX_NOTE:
         raise _invalid("note", f"`note` must be a string of at most {MAX_NOTE} characters")
+    try:
+        shown = previews.clean_shown(body.get("shown"))
+    except ValueError as exc:
+        raise _invalid("shown", str(exc)) from None
+    seen: dict[str, Any] = {} if shown is None else {"shown": shown}
     if reply is not None:
         _check_part(reply, "reply", REPLY_FIELDS)
     for index, item in enumerate(tool_calls or []):
@@ -346,7 +361,7 @@ def clean_review_decision(
         cleaned = {k: reply[k] for k in keys}
         if reply.get("action") == "reject" and reply.get("message"):
             cleaned["message"] = str(reply["message"])
-        return {"reply": cleaned, "tool_calls": None, "note": note.strip()}
+        return {"reply": cleaned, "tool_calls": None, "note": note.strip(), **seen}
     by_id = {str(item["id"]): (index, item) for index, item in enumerate(tool_calls or [])}
     items = []
     for call in pending.tool_calls:
@@ -363,7 +378,7 @@ def clean_review_decision(
         if item["action"] in ("respond", "reject") and item.get("message"):
             kept["message"] = str(item["message"])
         items.append(kept)
-    return {"reply": None, "tool_calls": items, "note": note.strip()}
+    return {"reply": None, "tool_calls": items, "note": note.strip(), **seen}
 
 
 def clean_dialect_decision(pending: PendingReview, body: Mapping[str, Any]) -> dict[str, Any]:

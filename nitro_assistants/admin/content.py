@@ -19,14 +19,8 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
 from nitro_assistants.models import Decision, Review
+from nitro_assistants.previews import MAX_DEPTH, is_long, overlaps
 from nitro_assistants.rules import plan_steps
-
-#: A value longer than this (characters, or lines) is drawn collapsed, its first line showing.
-LONG_CHARS = 600
-LONG_LINES = 10
-#: Nested objects are drawn as rows down to this depth; deeper ones as indented JSON.
-MAX_DEPTH = 2
-
 
 # -- Markdown ---------------------------------------------------------------------------------
 
@@ -74,6 +68,11 @@ class Shown:
     long: bool = False
     items: list[Shown] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
+    #: Where it is in the review's payload (``tool_calls.0.args.body``), for a held call's
+    #: arguments; blank elsewhere. A collapsed value with a path is recorded when opened.
+    path: str = ""
+    #: A rule names it (or a part of it) as to be shown before approval: drawn open.
+    must_show: bool = False
 
 
 @dataclass
@@ -83,42 +82,65 @@ class Row:
     changed: bool = False
 
 
-def _is_long(text: str) -> bool:
-    return len(text) > LONG_CHARS or text.count("\n") >= LONG_LINES
-
-
 def _first_line(text: str) -> str:
     line = next((part.strip() for part in text.splitlines() if part.strip()), "")
     return line if len(line) <= 100 else line[:99] + "…"
 
 
-def _text(kind: str, text: str) -> Shown:
-    return Shown(kind=kind, text=text, first_line=_first_line(text), long=_is_long(text))
+def _text(kind: str, text: str, path: str = "", required: tuple[str, ...] = ()) -> Shown:
+    long = is_long(text)
+    return Shown(
+        kind=kind,
+        text=text,
+        first_line=_first_line(text),
+        long=long,
+        path=path,
+        must_show=long and any(overlaps(path, p) for p in required),
+    )
 
 
-def show_value(value: Any, depth: int = 0) -> Shown:
+def _within(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else ""
+
+
+def show_value(value: Any, depth: int = 0, path: str = "", required: tuple[str, ...] = ()) -> Shown:
     """A JSON value for reading: text as text, an object as key/value rows, a list of plain
-    values as a list; what is nested deeper than :data:`MAX_DEPTH` as indented JSON."""
+    values as a list; what is nested deeper than :data:`MAX_DEPTH` as indented JSON (the same
+    measure as :func:`nitro_assistants.previews.collapsed`). ``path``: where it is in the
+    review's payload; ``required``: the paths a rule says must be shown (drawn open)."""
     if value is None or value == "" or value == [] or value == {}:
         return Shown(kind="empty")
     if isinstance(value, bool):
         return Shown(kind="text", text="yes" if value else "no")
     if isinstance(value, (int, float, str)):
-        return _text("text", str(value))
+        return _text("text", str(value), path, required)
     if depth >= MAX_DEPTH:
-        return _text("json", json.dumps(value, indent=2, ensure_ascii=False, default=str))
+        text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+        return _text("json", text, path, required)
     if isinstance(value, dict):
-        return Shown(kind="rows", rows=key_values(value, depth + 1))
+        return Shown(kind="rows", rows=key_values(value, depth + 1, path, required))
     if isinstance(value, list):
-        return Shown(kind="list", items=[show_value(item, depth + 1) for item in value])
-    return _text("text", str(value))
+        return Shown(
+            kind="list",
+            items=[
+                show_value(item, depth + 1, _within(path, index), required)
+                for index, item in enumerate(value)
+            ],
+        )
+    return _text("text", str(value), path, required)
 
 
-def key_values(mapping: Any, depth: int = 0) -> list[Row]:
-    """``mapping``'s entries as rows, in its order."""
+def key_values(
+    mapping: Any, depth: int = 0, path: str = "", required: tuple[str, ...] = ()
+) -> list[Row]:
+    """``mapping``'s entries as rows, in its order (``path``, ``required``: as
+    :func:`show_value`)."""
     if not isinstance(mapping, dict):
         return []
-    return [Row(key=str(key), value=show_value(value, depth)) for key, value in mapping.items()]
+    return [
+        Row(key=str(key), value=show_value(value, depth, _within(path, key), required))
+        for key, value in mapping.items()
+    ]
 
 
 def side_by_side(proposed: Any, approved: Any) -> list[dict[str, Any]]:

@@ -7,13 +7,14 @@ Everything here returns plain data (strings, dicts); templates escape it. Nothin
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils.translation import gettext_lazy as _
 
 from nitro_assistants import redacting
-from nitro_assistants.admin.content import LONG_CHARS, LONG_LINES, Row, key_values
+from nitro_assistants.admin.content import Row, key_values
 from nitro_assistants.client.results import message_text
 from nitro_assistants.conversation import (
     held_call_ids,
@@ -22,6 +23,7 @@ from nitro_assistants.conversation import (
     role_of,
 )
 from nitro_assistants.models import Decision, Review
+from nitro_assistants.previews import LONG_CHARS, LONG_LINES
 
 #: What a held call's badge says once it is decided, by the decision's action on it.
 VERDICTS = {
@@ -85,19 +87,34 @@ class ShownMessage:
         return first_line(self.text)
 
 
-def show_message(message: dict[str, Any], held_ids: frozenset[str] = frozenset()) -> ShownMessage:
+def show_message(
+    message: dict[str, Any],
+    held_ids: frozenset[str] = frozenset(),
+    positions: Mapping[str, int] | None = None,
+    required: tuple[str, ...] = (),
+) -> ShownMessage:
+    """``message`` as the templates draw it. ``positions``: the held calls' places among the
+    review's calls (by id), so their arguments carry their paths (``tool_calls.0.args.body``);
+    ``required``: the paths a rule says must be shown, drawn open."""
     role = role_of(message)
-    calls = [
-        ShownCall(
-            id=str(call.get("id") or ""),
-            name=str(call.get("name") or ""),
-            args=pretty_json(call.get("args") or {}),
-            held=str(call.get("id") or "") in held_ids,
-            rows=key_values(call.get("args") or {}),
+    positions = positions or {}
+    calls = []
+    for call in message.get("tool_calls") or []:
+        if not isinstance(call, dict):
+            continue
+        call_id = str(call.get("id") or "")
+        held = call_id in held_ids
+        index = positions.get(call_id) if held else None
+        path = f"tool_calls.{index}.args" if index is not None else ""
+        calls.append(
+            ShownCall(
+                id=call_id,
+                name=str(call.get("name") or ""),
+                args=pretty_json(call.get("args") or {}),
+                held=held,
+                rows=key_values(call.get("args") or {}, 0, path, required if path else ()),
+            )
         )
-        for call in message.get("tool_calls") or []
-        if isinstance(call, dict)
-    ]
     metadata = message.get("response_metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
     review = metadata.get("review")
@@ -118,13 +135,16 @@ def show_message(message: dict[str, Any], held_ids: frozenset[str] = frozenset()
     )
 
 
-def held_conversation(review: Review, decision: Decision | None = None) -> list[ShownMessage]:
+def held_conversation(
+    review: Review, decision: Decision | None = None, required: tuple[str, ...] = ()
+) -> list[ShownMessage]:
     """The conversation up to what ``review`` holds (:func:`nitro_assistants.conversation.
     held_messages`), the held calls marked: "held for review" while it waits, else what was
     decided on each (approved, edited, rejected, responded), or the review's status when no
-    decision covers the call (superseded, dismissed)."""
+    decision covers the call (superseded, dismissed). ``required``: as :func:`show_message`."""
     held = held_call_ids(review)
-    shown = [show_message(m, held) for m in held_messages(review)]
+    positions = {str(call.get("id") or ""): i for i, call in enumerate(review.tool_calls)}
+    shown = [show_message(m, held, positions, required) for m in held_messages(review)]
     asked = interaction_call_ids(review)
     if asked:
         # A typed interaction's form draws what its tool call asked and what was decided: the

@@ -38,24 +38,36 @@ class StampForm(forms.Form):
     interrupt_id = forms.CharField(widget=forms.HiddenInput, required=False)
     revision = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
     digest = forms.CharField(widget=forms.HiddenInput, max_length=128)
+    #: The collapsed values the reviewer opened (a JSON list of their paths): the review
+    #: screen's script keeps it; drawn without the script, it lists the parts a rule names,
+    #: which are then drawn open (docs/redaction.md, "Complete previews").
+    opened = forms.CharField(widget=forms.HiddenInput, required=False, max_length=100_000)
 
     @classmethod
-    def for_review(cls, review: Review) -> StampForm:
+    def for_review(cls, review: Review, drawn_open: list[str] | None = None) -> StampForm:
         return cls(
             initial={
                 "interrupt_id": review.interrupt_id or "",
                 "revision": review.revision,
                 "digest": review.digest,
+                "opened": json.dumps(drawn_open or []),
             }
         )
 
     def shown(self) -> dict[str, Any]:
         """The ``revision`` and ``digest`` the form was rendered from, for
-        :func:`nitro_assistants.services.decide` to check against the review as it is now."""
+        :func:`nitro_assistants.services.decide` to check against the review as it is now, and
+        what was opened (``shown``: a malformed list goes on as it is, for the service to
+        refuse on its field)."""
         data = self.cleaned_data
         shown = {"revision": data["revision"], "digest": data["digest"]}
         if data.get("interrupt_id"):
             shown["interrupt_id"] = data["interrupt_id"]
+        if data.get("opened"):
+            try:
+                shown["shown"] = json.loads(data["opened"])
+            except ValueError:
+                shown["shown"] = data["opened"]
         return shown
 
     def rendered_from(self, review: Review) -> bool:
@@ -197,8 +209,14 @@ class ToolCallForm(forms.Form):
         max_length=4000,
     )
 
-    def __init__(self, call: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, call: dict[str, Any], *args: Any, index: int | None = None, **kwargs: Any
+    ) -> None:
         self.call = call
+        #: Where the call is among the review's (its arguments' paths), and the paths a rule
+        #: says must be shown (drawn open; the review screen sets them).
+        self.path = f"tool_calls.{index}.args" if index is not None else ""
+        self.required: tuple[str, ...] = ()
         self.model_args: dict[str, Any] = dict(call.get("args") or {})
         self.allowed = [
             a
@@ -222,7 +240,7 @@ class ToolCallForm(forms.Form):
     def argument_rows(self) -> list[Row]:
         """The arguments as the model proposed them, for reading (a call that cannot be edited
         has no fields to show them in)."""
-        return key_values(self.model_args)
+        return key_values(self.model_args, 0, self.path, self.required)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -346,7 +364,7 @@ class ToolCallsDecisionForm(ReviewDecisionForm):
             actions = {f"call-{i}-action": "approve" for i in range(len(review.tool_calls))}
             data = _posting(data, **actions)
         self.calls = [
-            ToolCallForm(call, data=data, prefix=f"call-{index}")
+            ToolCallForm(call, data=data, prefix=f"call-{index}", index=index)
             for index, call in enumerate(review.tool_calls)
         ]
 

@@ -79,6 +79,13 @@ class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
         widget=ConditionsWidget(attrs={"rows": 6, "cols": 80, "class": "vLargeTextField"}),
         help_text=Policy._meta.get_field("conditions").help_text,
     )
+    must_show = StorableJSONField(
+        label=gettext_lazy("Must show"),
+        required=False,
+        initial=list,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 80, "class": "vLargeTextField"}),
+        help_text=Policy._meta.get_field("must_show").help_text,
+    )
 
     class Meta:
         model = Policy
@@ -91,6 +98,7 @@ class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
             "tool",
             "conditions",
             "action",
+            "must_show",
             "reason",
             "approvals",
             "group",
@@ -102,12 +110,17 @@ class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
             "on_escalation_deadline",
         ]
 
+    def clean_must_show(self) -> Any:
+        value = self.cleaned_data.get("must_show")
+        return [] if value in (None, "") else value
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if self.errors:
             return data
         rule = Policy(**{k: v for k, v in data.items() if k in _FIELDS})
         rule.conditions = data.get("conditions") or []
+        rule.must_show = data.get("must_show") or []
         try:
             rule.compiled()
         except policy_rules.PolicyError as exc:
@@ -156,7 +169,7 @@ class PolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         (gettext_lazy("What it matches"), {"fields": ["assistant", "kind", "tool", "conditions"]}),
         (
             gettext_lazy("What it does"),
-            {"fields": ["action", "reason", "approvals", "group", "priority"]},
+            {"fields": ["action", "reason", "approvals", "group", "priority", "must_show"]},
         ),
         (
             gettext_lazy("Deadline"),

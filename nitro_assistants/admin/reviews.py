@@ -38,6 +38,7 @@ from nitro_assistants.admin.forms import (
     DECISION_FORMS,
     ReviewDecisionForm,
     StampForm,
+    ToolCallsDecisionForm,
     decision_form_for,
 )
 from nitro_assistants.admin.inbox import AssignedFilter, ClaimFilter, InboxMixin
@@ -64,6 +65,8 @@ from nitro_assistants.exceptions import (
 )
 from nitro_assistants.models import Decision, Delivery, Event, Review
 from nitro_assistants.models.reviews import pending_first
+from nitro_assistants.previews import Part
+from nitro_assistants.services import previews
 
 #: The session's list of review pks its person revealed (each reveal audited).
 REVEALED_SESSION_KEY = "nitro_assistants_revealed"
@@ -332,11 +335,11 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
                     try:
                         # By pk, with the revision and digest the form was rendered from: the
                         # service refuses the decision when the review changed since.
+                        stamped = stamp.shown()
+                        if review.kind not in rules.REVIEW_KINDS:
+                            stamped.pop("shown", None)  # held calls and replies only
                         recorded = services.decide(
-                            review.pk,
-                            request.user,
-                            {**form.decision(), **stamp.shown()},
-                            via="admin",
+                            review.pk, request.user, {**form.decision(), **stamped}, via="admin"
                         )
                     except InteractionConflictError:
                         stale, status = True, 409
@@ -362,10 +365,12 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
                 form = None
                 review = object_or_404(self._reviews(), object_id)
         pending = review.status == Review.Status.PENDING
+        # Read before the copy for showing is made, so it shares the handling read with it.
+        must_show = previews.required_parts(review) if pending else []
         shown = self.shown(request, review)
         if pending and form is None and review.kind in DECISION_FORMS:
             form = decision_form_for(shown)
-        context = self.review_context(request, shown, form, decide_allowed, stale)
+        context = self.review_context(request, shown, form, decide_allowed, stale, must_show)
         return TemplateResponse(
             request, "admin/nitro_assistants/review/review.html", context, status=status
         )
@@ -422,7 +427,9 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
         form: ReviewDecisionForm | None,
         decide_allowed: bool,
         stale: bool,
+        must_show: list[Part] | None = None,
     ) -> dict[str, Any]:
+        must_show = must_show or []
         try:
             decision: Decision | None = review.decision
         except Decision.DoesNotExist:
@@ -443,7 +450,11 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
         pending = review.status == Review.Status.PENDING
         if decision is not None:
             decision = redacting.shown_decision(decision)
-        conversation = held_conversation(review, decision)
+        required = tuple(part.path for part in must_show)
+        conversation = held_conversation(review, decision, required=required)
+        if isinstance(form, ToolCallsDecisionForm):
+            for call_form in form.calls:  # a call that cannot be edited: its arguments as rows
+                call_form.required = required
         return {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -458,7 +469,12 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
             "conversation": conversation,
             "form": form,
             "form_template": form.template_name if form else "",
-            "stamp": StampForm.for_review(review),
+            # Without the script, the parts a rule names are drawn open: the form says so.
+            "stamp": StampForm.for_review(
+                review, [fold for part in must_show for fold in part.folds]
+            ),
+            "must_show": must_show,
+            "revealed": self.revealed(request, review) and redacting.may_reveal(request.user),
             "can_decide": decide_allowed and pending and form is not None,
             "can_dismiss": decide_allowed
             and rules.may_move(review.kind, review.status, rules.DISMISSED),

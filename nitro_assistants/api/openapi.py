@@ -392,6 +392,15 @@ def _review_schemas() -> dict[str, Any]:
                     "minItems": 1,
                     "items": _ref("ToolCallDecision"),
                 },
+                "shown": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "With approve or edit: the paths of the held content the "
+                    "client showed its person whole (`tool_calls.0.args.body`), covering every "
+                    "`must_show` part that is collapsed; refused (400, field `shown`) without "
+                    "them. A redacted part needs the review revealed in the admin first "
+                    "(docs/redaction.md).",
+                },
             },
         },
         "ReplyDecisionRequest": {
@@ -399,7 +408,19 @@ def _review_schemas() -> dict[str, Any]:
             "additionalProperties": False,
             "required": ["revision", "digest", "reply"],
             "description": "A decision on a reply draft.",
-            "properties": {**_stamp(), "reply": _ref("ReplyDecision")},
+            "properties": {
+                **_stamp(),
+                "reply": _ref("ReplyDecision"),
+                "shown": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "With approve or edit: the paths of the held content the "
+                    "client showed its person whole (`tool_calls.0.args.body`), covering every "
+                    "`must_show` part that is collapsed; refused (400, field `shown`) without "
+                    "them. A redacted part needs the review revealed in the admin first "
+                    "(docs/redaction.md).",
+                },
+            },
         },
         "PauseDecisionRequest": {
             "type": "object",
@@ -461,6 +482,34 @@ def _review_schemas() -> dict[str, Any]:
                     "type": "array",
                     "items": {"type": "string", "enum": list(rules.TOOL_CALL_ACTIONS)},
                 },
+                "must_show": {
+                    "type": "array",
+                    "items": _ref("MustShow"),
+                    "description": "The parts a policy rule says an approval needs shown "
+                    '(docs/redaction.md, "Complete previews"); empty: none.',
+                },
+            },
+        },
+        "MustShow": {
+            "type": "object",
+            "required": ["path", "collapsed", "redacted"],
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "Where it is in the review (`tool_calls.0.args.body`): what "
+                    "`shown` names.",
+                },
+                "collapsed": {
+                    "type": "boolean",
+                    "description": "A value of it (or holding it) is longer than 600 characters "
+                    "or 10 lines, or nested deeper than two levels and as long as JSON: a "
+                    "reviewer's screen folds it. The decision must name it in `shown`.",
+                },
+                "redacted": {
+                    "type": "boolean",
+                    "description": "Redacted for reviewers: the person approving reveals the "
+                    "review in the admin (recorded) first.",
+                },
             },
         },
         "ReplyDraft": {
@@ -473,6 +522,12 @@ def _review_schemas() -> dict[str, Any]:
                     "items": {"type": "string", "enum": list(rules.REPLY_ACTIONS)},
                 },
                 "description": nullable_text,
+                "must_show": {
+                    "type": "array",
+                    "items": _ref("MustShow"),
+                    "description": "The parts a policy rule says an approval needs shown "
+                    '(docs/redaction.md, "Complete previews"); empty: none.',
+                },
             },
         },
         "ReviewDecision": {
@@ -492,6 +547,11 @@ def _review_schemas() -> dict[str, Any]:
                 "tool_calls": {"type": ["array", "null"]},
                 "reply": {"type": ["object", "null"]},
                 "answer": {"type": ["object", "null"]},
+                "shown": {
+                    "type": ["array", "null"],
+                    "items": {"type": "string"},
+                    "description": "The paths the approval said were shown; null: not stated.",
+                },
             },
         },
         "Message": {

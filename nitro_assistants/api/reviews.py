@@ -24,6 +24,7 @@ from nitro_assistants.conf import app_settings
 from nitro_assistants.conversation import held_call_ids, held_messages, role_of
 from nitro_assistants.exceptions import ReviewSupersededError, ThreadResumptionError
 from nitro_assistants.models import Decision, Review
+from nitro_assistants.services import previews
 from nitro_assistants.services.interactions import describe
 
 VIEW_PERMISSION = "nitro_assistants.view_review"
@@ -58,6 +59,7 @@ def _decision(review: Review) -> dict[str, Any] | None:
         "tool_calls": decision.tool_calls,
         "reply": decision.reply,
         "answer": decision.answer,
+        "shown": decision.shown,
     }
 
 
@@ -124,16 +126,26 @@ def describe_review(review: Review) -> dict[str, Any]:
             if isinstance(pause, dict)
         ]
         shown["stuckError"] = review.payload.get("error") if review.status == "failed" else None
+    # The parts a rule says an approval needs shown, with what hides each (previews.py).
+    parts = previews.required_parts(review) if review.kind in rules.REVIEW_KINDS else []
+    if shown["tool_calls"] is not None:
+        for index, call in enumerate(shown["tool_calls"]):
+            call["must_show"] = [p.as_dict() for p in parts if p.call == index]
+    if shown["reply"] is not None:
+        shown["reply"]["must_show"] = [p.as_dict() for p in parts if p.call is None]
     # What a reviewer reads is redacted (REDACT); ``redacted`` names the parts of what the
     # review holds that are not shown whole, so a client can say so.
     shown["redacted"] = [
         path for path in redacting.hidden_paths(review) if not _CALL_NAMING.fullmatch(path)
     ]
-    calls = shown["tool_calls"]
+    calls, reply = shown["tool_calls"], shown["reply"]
     shown = redacting.shown_fields(shown)
     if calls:  # a call's id and name are what a decision names: never redacted
         for call, original in zip(shown["tool_calls"], calls, strict=True):
             call["id"], call["name"] = original["id"], original["name"]
+            call["must_show"] = original["must_show"]  # paths, as ``redacted``'s
+    if reply:
+        shown["reply"]["must_show"] = reply["must_show"]
     return shown
 
 
@@ -170,7 +182,10 @@ def describe_with_conversation(review: Review) -> dict[str, Any]:
 
 
 def _reviews() -> QuerySet[Review]:
-    return Review.objects.select_related("thread", "decision").prefetch_related("step_results")
+    # The handling with the review: its rule's parts to show (``must_show``), no statement more.
+    return Review.objects.select_related("thread", "decision", "handling").prefetch_related(
+        "step_results"
+    )
 
 
 def _review_for(user: Any, review_id: str) -> Review:

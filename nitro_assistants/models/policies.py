@@ -72,6 +72,16 @@ class Policy(models.Model):
             'never matches. A reply is matched as {"content": <the draft>}.'
         ),
     )
+    must_show = models.JSONField(
+        _("must show"),
+        default=list,
+        blank=True,
+        help_text=_(
+            'Argument paths a reviewer must have been shown to approve, e.g. ["body", '
+            '"customer.card"] (the conditions\' path syntax; a reply\'s draft is "content"). '
+            "A part drawn collapsed must be opened, a redacted one revealed, first."
+        ),
+    )
     action = models.CharField(max_length=16, choices=Action.choices, default=Action.REVIEW)
     reason = models.CharField(
         max_length=500,
@@ -147,6 +157,7 @@ class Policy(models.Model):
             reason=self.reason,
             name=self.name,
             version=self.version,
+            must_show=self.must_show,
         )
 
 

@@ -177,6 +177,14 @@ class Decision(models.Model):
         null=True, blank=True, help_text=_("the resume value of a typed interaction")
     )
     note = models.TextField(blank=True)
+    shown = models.JSONField(
+        null=True,
+        blank=True,
+        help_text=_(
+            "the paths of the held content the reviewer said were shown (opened, or read whole)"
+            " when approving; empty: not stated"
+        ),
+    )
     channel = models.CharField(
         max_length=16,
         choices=Channel.choices,

@@ -30,7 +30,7 @@ from nitro_assistants.exceptions import (
     ThreadResumptionError,
 )
 from nitro_assistants.models import Approval, Decision, Review, Run, Thread
-from nitro_assistants.services import clients, policy_enforcement, stops
+from nitro_assistants.services import clients, policy_enforcement, previews, stops
 from nitro_assistants.services.audit import events_batched
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.interactions import decide_interaction, username
@@ -303,12 +303,20 @@ def decide(
         checked = _checked(locked, user, decision, shown)
         if isinstance(checked, Decision):
             return checked
+        # No approval of a part its rule names that was collapsed or redacted, not opened.
+        seen = previews.check(locked, user, checked, via)
         verdict = gate(locked, user, checked, via)  # the policy rules: quorum, groups, edits
         if verdict.approval is not None:
             return verdict.approval
         assert verdict.decision is not None
         actor = verdict.actor or user
-        return _record(locked, actor, verdict.decision, channel_of(actor, via))
+        return _record(
+            locked,
+            actor,
+            verdict.decision,
+            channel_of(actor, via),
+            shown=seen if verdict.actor is None else None,
+        )
 
 
 def _checked(
@@ -432,7 +440,14 @@ def _not_pending(review: Review) -> ReviewNotPendingError:
     return rules.not_pending(review.pk, str(review.get_status_display()), review)
 
 
-def _record(review: Review, user: Any, cleaned: Mapping[str, Any], channel: str) -> Decision:
+def _record(
+    review: Review,
+    user: Any,
+    cleaned: Mapping[str, Any],
+    channel: str,
+    *,
+    shown: list[str] | None = None,
+) -> Decision:
     real_user = user if getattr(user, "pk", None) else None
     answers = cleaned.get("answers")
     # Its pk is made here. On PostgreSQL the decision (its id read with the review's lock), the
@@ -458,6 +473,7 @@ def _record(review: Review, user: Any, cleaned: Mapping[str, Any], channel: str)
         tool_calls=cleaned.get("tool_calls"),
         answer={"answers": answers} if answers is not None else None,
         note=str(cleaned.get("note") or ""),
+        shown=shown,
         channel=channel,
         decided_at=timezone.now(),
         run=run,

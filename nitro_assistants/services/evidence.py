@@ -77,7 +77,12 @@ def decision_record(
     body: dict[str, Any] = {
         "decision": record.pk,
         "kind": review.kind,
-        "shown": {"revision": review.revision, "digest": review.digest},
+        "shown": {
+            "revision": review.revision,
+            "digest": review.digest,
+            # The parts the approval said were opened (services.previews), when it said.
+            **({"paths": record.shown} if record.shown is not None else {}),
+        },
         "decided": {
             "by": record.reviewer_id,
             "user": record.decided_by_id,

@@ -31,6 +31,7 @@ from django.utils.module_loading import import_string
 
 from nitro_assistants import redacting
 from nitro_assistants.exceptions import ConfigurationError
+from nitro_assistants.services import previews
 from nitro_assistants.services.reply_tokens import reply_address
 
 
@@ -89,6 +90,8 @@ class EmailNotifier(Notifier):
             "replies": bool(reply_to),
             # What a reply decides, shown whole: approving approves all of it.
             "held": held_text(message.items[0].review) if reply_to else "",
+            # A part a rule says must be shown, folded or redacted: an e-mail cannot show it.
+            "approvable": not reply_to or approvable_here(message.items[0].review),
         }
         text = render_to_string("nitro_assistants/notifications/message.txt", context)
         html = render_to_string("nitro_assistants/notifications/message.html", context)
@@ -115,6 +118,12 @@ class EmailNotifier(Notifier):
             return []
         address = reply_address(review, message.recipient.pk)
         return [address] if address else []
+
+
+def approvable_here(review: Any) -> bool:
+    """Whether a message showing ``review`` may offer to approve it: no part its rule says
+    must be shown is collapsed or redacted (docs/redaction.md, "Complete previews")."""
+    return not any(part.collapsed or part.redacted for part in previews.required_parts(review))
 
 
 def held_text(review: Any) -> str:

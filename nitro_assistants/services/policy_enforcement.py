@@ -721,6 +721,8 @@ def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Ver
     if not created:  # the same person never counts twice
         return Verdict(approval=approval)
     counted = approved_by(review)
+    # What this approver said was shown (services.previews): the decision keeps only the last's.
+    seen = {"shown": cleaned["shown"]} if cleaned.get("shown") is not None else {}
     record_event(
         review.thread,
         "review_approved",
@@ -729,6 +731,7 @@ def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Ver
         revision=review.revision,
         approvals=len(counted),
         required=required,
+        **seen,
     )
     if len(counted) < required:
         return Verdict(approval=approval)

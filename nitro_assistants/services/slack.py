@@ -56,6 +56,7 @@ from nitro_assistants.exceptions import (
     ReviewNotPendingError,
 )
 from nitro_assistants.models import Approval, Decision, Review, SlackCard, SlackRequest, SlackUser
+from nitro_assistants.services import previews
 from nitro_assistants.services.decisions import decide
 from nitro_assistants.services.enqueue import send
 from nitro_assistants.services.notifications import review_link
@@ -259,6 +260,8 @@ def card(review: Review) -> list[dict[str, Any]]:
     """The Block Kit blocks of a pending review's card, its buttons bound to what it shows
     (redacted: REDACT; a card that hides a value offers no Approve)."""
     redacted = redacting.hidden_paths(review)
+    # A part a rule says an approval needs shown, collapsed or redacted: a card cannot show it.
+    unshowable = any(part.collapsed or part.redacted for part in previews.required_parts(review))
     review = redacting.shown_review(review)
     blocks: list[Block] = [HeaderBlock(text=_cut(_title(review), 150))]
     blocks.append(
@@ -274,10 +277,13 @@ def card(review: Review) -> list[dict[str, Any]]:
     if progress:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=escape(progress))]))
     buttons: list[ButtonElement] = []
-    whole = shown_whole(review) and not redacted
+    whole = shown_whole(review) and not redacted and not unshowable
     if redacted:
         hidden = "Some values are redacted here: open it in the admin to approve it."
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=hidden)]))
+    elif unshowable:
+        needed = "A part it must show to be approved is too long for a card: open it in the admin."
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=needed)]))
     elif not whole:
         too_long = "Too long to show whole here: open it in the admin to approve it."
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=too_long)]))

@@ -231,6 +231,7 @@ def test_approving_a_held_call_records_it_and_queues_the_resume(
         "tool_calls": decision.tool_calls,
         "reply": None,
         "answer": None,
+        "shown": None,
     }
     assert sent == [("nitro_assistants.resume_thread", (decision.pk,))]
     assert fake.calls == []  # nothing reaches the Assistants server inside the request
@@ -454,6 +455,7 @@ def test_a_tool_call_review_is_shown_with_the_conversation_up_to_the_held_call(
             "name": "reschedule_appointment",
             "args": MOVE_ARGS,
             "allowed_decisions": ["approve", "edit", "reject", "respond"],
+            "must_show": [],  # no rule names a part to show
         }
     ]
     assert shown["reply"] is None and shown["interaction"] is None and shown["decision"] is None
@@ -476,6 +478,7 @@ def test_a_reply_review_is_shown_with_its_draft_and_the_conversation_before_it(
         "content": "Done! See you Tuesday at 10.",
         "allowed_decisions": ["approve", "edit", "reject"],
         "description": "Review this SMS before it is sent",
+        "must_show": [],
     }
     assert [m["id"] for m in shown["conversation"]] == ["h1"]  # the draft is not repeated
 
