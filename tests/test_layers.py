@@ -23,6 +23,7 @@ DJANGO_FREE = (
     "nitro_assistants.policies",  # its former name, an alias
     "nitro_assistants.exceptions",
     "nitro_assistants.redaction",
+    "nitro_assistants.dataset_formats",
     # bench/ and host tests start servers with it before (or without) Django is set up.
     "nitro_assistants.testing.launchers",
 )
@@ -85,6 +86,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nitro_assistants.hashchain",
             # What a reviewer must not read: the redactors, pure.
             "nitro_assistants.redaction",
+            # Decided reviews as dataset lines (JSONL, OpenAI, LangSmith), pure.
+            "nitro_assistants.dataset_formats",
         ),
     ),
     (
