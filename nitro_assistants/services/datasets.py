@@ -156,6 +156,19 @@ def _rule(review: Review) -> dict[str, Any] | None:
     }
 
 
+def _conversation(review: Review) -> list[dict[str, Any]]:
+    """The conversation up to the pause: the review screen's cut for held calls and replies; for
+    a typed interaction, up to the AI message whose tool call asked it (the thread goes on past
+    the answer, which a dataset must not show as context)."""
+    messages = conversation.held_messages(review)
+    asked = conversation.interaction_call_ids(review)
+    if asked:
+        for index, message in enumerate(messages):
+            if conversation.call_ids(message) & asked:
+                return messages[: index + 1]
+    return messages
+
+
 def _record(review: Review, vouching: dict[str, Any] | None) -> dict[str, Any]:
     decision = review.decision
     event = None
@@ -171,7 +184,7 @@ def _record(review: Review, vouching: dict[str, Any] | None) -> dict[str, Any]:
             "digest": review.digest,
             "payload": review.payload,
         },
-        conversation=conversation.held_messages(review),
+        conversation=_conversation(review),
         decision={
             "pk": decision.pk,
             "actions": decision.actions,

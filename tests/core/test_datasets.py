@@ -288,3 +288,35 @@ def test_reviews_are_read_in_chunks_with_their_events_batched(
     with django_assert_max_num_queries(12):
         rows = list(datasets.records(Review.objects.all(), datasets.Filters(), redaction=None))
     assert len(rows) == 5 and all(r["provenance"]["event"] for r in rows)
+
+
+def test_a_typed_interaction_is_exported_up_to_the_call_that_asked_it() -> None:
+    questions = [{"id": "q1", "text": "Which day?"}]
+    ask = {
+        "id": "ask_1",
+        "name": "ask_reader",
+        "args": {"kind": "question", "title": "Day", "content": questions},
+    }
+    thread = ThreadFactory(
+        values={
+            "messages": [
+                {"type": "human", "id": "h1", "content": "Book me"},
+                {"type": "ai", "id": "a1", "content": "", "tool_calls": [ask]},
+                {"type": "tool", "id": "t1", "tool_call_id": "ask_1", "content": "Monday"},
+                {"type": "ai", "id": "a2", "content": "Booked for Monday."},
+            ]
+        }
+    )
+    review = ReviewFactory(
+        thread=thread,
+        kind=Review.Kind.QUESTION,
+        status=Review.Status.ANSWERED,
+        payload={"interaction": {"kind": "question", "title": "Day", "questions": questions}},
+    )
+    DecisionFactory(review=review, answer={"decision": "answer", "answers": {"q1": "Monday"}})
+    [row] = export("--kind", "question", "--decision", "answer")
+    assert [m["id"] for m in row["conversation"]] == ["h1", "a1"]  # not the answer, nor after
+    assert row["decided"]["answer"] == {"decision": "answer", "answers": {"q1": "Monday"}}
+    assert row["proposed"]["interaction"]["title"] == "Day"
+    with pytest.raises(CommandError, match="nothing exported"):
+        export("--kind", "question", "--format", "openai")  # no target to learn
