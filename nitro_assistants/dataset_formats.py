@@ -26,14 +26,14 @@ FORMATS = ("jsonl", "openai", "langsmith")
 GOES_ON = ("approve", "edit")
 
 #: Keys whose values name or link things (ids, roles, hashes): never redacted, so a record still
-#: joins up with the audit trail and the thread.
+#: joins up with the audit trail and the thread. Not ``name``: a message's ``name`` can be a
+#: person's (a tool's name passes the redactors as it is).
 KEPT = frozenset(
     {
         "id",
         "tool_call_id",
         "type",
         "role",
-        "name",
         "action",
         "actions",
         "status",

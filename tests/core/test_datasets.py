@@ -253,9 +253,13 @@ def test_redaction_applies_unless_asked_otherwise(settings: Any, tmp_path: Any) 
     settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "REDACT": True}
     review = decided_tool_review("edit", {"card": CARD}, held={"card": "none", "day": "Tuesday"})
     Event.objects.create(thread=review.thread, review=review, verb="review_decided", hash="ab" * 32)
+    review.thread.values["messages"][1]["name"] = "jane@example.com"  # a person's name field
+    review.thread.save()
     [row] = export("--all")
     text = json.dumps(row)
     assert "4111" not in text and "[redacted card]" in text
+    assert "jane@example.com" not in text and row["conversation"][1]["name"] == "[redacted email]"
+    assert row["decided"]["tool_calls"][0]["name"] == "reschedule_appointment"
     assert row["provenance"]["event"]["hash"] == "ab" * 32  # names and hashes are kept
     assert row["decided"]["tool_calls"][0]["id"] == "call_1"
     [line] = export("--all", "--format", "openai")
