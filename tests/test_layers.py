@@ -24,6 +24,7 @@ DJANGO_FREE = (
     "nitro_assistants.exceptions",
     "nitro_assistants.redaction",
     "nitro_assistants.previews",
+    "nitro_assistants.dataset_formats",
     # bench/ and host tests start servers with it before (or without) Django is set up.
     "nitro_assistants.testing.launchers",
 )
@@ -88,6 +89,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nitro_assistants.redaction",
             # What a reviewer must have been shown: collapse thresholds and parts, pure.
             "nitro_assistants.previews",
+            # Decided reviews as dataset lines (JSONL, OpenAI, LangSmith), pure.
+            "nitro_assistants.dataset_formats",
         ),
     ),
     (

@@ -26,6 +26,7 @@ from nitro_assistants import redacting, rules, services
 from nitro_assistants.admin import content, metrics
 from nitro_assistants.admin.bulk import BulkDecisionsMixin
 from nitro_assistants.admin.conversation import held_conversation, held_summary, pretty_json
+from nitro_assistants.admin.datasets import DatasetExportMixin
 from nitro_assistants.admin.evidence import export_audit_csv, export_audit_jsonl
 from nitro_assistants.admin.filters import (
     AgeFilter,
@@ -113,7 +114,9 @@ def _linkable(link: str) -> str:
 
 
 @admin.register(Review)
-class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdmin):
+class ReviewAdmin(
+    BulkDecisionsMixin, DatasetExportMixin, GovernanceColumns, InboxMixin, ReadOnlyAdmin
+):
     """The review queue: pending reviews oldest first; each opens its review screen."""
 
     list_display = [
@@ -147,7 +150,14 @@ class ReviewAdmin(BulkDecisionsMixin, GovernanceColumns, InboxMixin, ReadOnlyAdm
     list_per_page = 50
     show_full_result_count = False
     # approve_selected and reject_selected: BulkDecisionsMixin (admin/bulk.py)
-    actions = ["approve_selected", "reject_selected", export_audit_jsonl, export_audit_csv]
+    # export_dataset: DatasetExportMixin (admin/datasets.py)
+    actions = [
+        "approve_selected",
+        "reject_selected",
+        export_audit_jsonl,
+        export_audit_csv,
+        "export_dataset",
+    ]
     change_list_template = "admin/nitro_assistants/review/change_list.html"
 
     def __init__(self, model: type[Review], admin_site: admin.AdminSite) -> None:

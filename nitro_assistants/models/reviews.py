@@ -89,6 +89,7 @@ class Review(models.Model):
         permissions = [
             ("decide_review", _("Can decide reviews")),
             ("reveal_redacted", _("Can reveal redacted values of a review")),
+            ("export_dataset", _("Can export reviews as datasets")),
         ]
         constraints = [
             models.UniqueConstraint(

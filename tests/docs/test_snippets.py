@@ -29,6 +29,8 @@ from nitro_assistants import operations, signals
 from nitro_assistants.client import PendingReview
 from nitro_assistants.models import ApiKey, Decision, Review, Thread
 from nitro_assistants.rules import CONTENT_KEY
+from nitro_assistants.services import datasets
+from nitro_assistants.services.audit import record_event
 from nitro_assistants.services.mirror import mirror_pending
 from nitro_assistants.testing.launchers import CeleryWorker, LangGraphServer
 from tests.admin.conftest import make_reply_review, make_tool_review
@@ -50,6 +52,7 @@ RUN_HERE = {
     "api-list",
     "api-read",
     *(f"api-decide-{kind}" for kind in ("tool-calls", "reply", "question", "blueprint", "plan")),
+    *(f"dataset-{fmt}" for fmt in ("jsonl", "openai", "langsmith")),
 }
 BIN = Path(sys.executable).parent
 
@@ -343,3 +346,48 @@ def test_the_curl_examples_of_the_api_decide_every_kind_as_written(
         assert sent.count("nitro_assistants.resume_thread") == 5
     finally:
         operations.unregister("docs.ok")
+
+
+@pytest.mark.django_db
+def test_the_dataset_examples_are_what_the_export_writes() -> None:
+    """docs/datasets.md's examples of each format: an edited call exported as written (ids,
+    numbers, hashes and times are the installation's, so only their keys are compared)."""
+    review = make_tool_review()
+    Review.objects.filter(pk=review.pk).update(status=Review.Status.DECIDED)
+    documented = {
+        fmt: json.loads(named_blocks()[f"dataset-{fmt}"].code) for fmt in datasets.FORMATS
+    }
+    Decision.objects.create(
+        review=review,
+        reviewer_id="alice",
+        decided_at=review.requested_at,
+        tool_calls=[{"id": "call_1", "action": "edit", "args": {"day": "Thursday"}}],
+        note=documented["jsonl"]["decided"]["note"],
+        outcome=Decision.Outcome.APPLIED,
+        channel=Decision.Channel.ADMIN,
+    )
+    record_event(
+        review.thread,
+        "decision_recorded",
+        review=review,
+        executed=documented["jsonl"]["executed"],
+    )
+    exported = {
+        fmt: [
+            json.loads(line)
+            for line in datasets.export(None, fmt, datasets.Filters(), everything=True)
+        ]
+        for fmt in datasets.FORMATS
+    }
+    [row], [line], [example] = exported["jsonl"], exported["openai"], exported["langsmith"]
+    doc = documented["jsonl"]
+    assert set(row) == set(doc) and set(row["provenance"]) == set(doc["provenance"])
+    for key in ("kind", "assistant", "conversation", "proposed", "decided", "executed", "outcome"):
+        assert row[key] == doc[key], key
+    assert set(row["provenance"]["event"]) == set(doc["provenance"]["event"])
+    assert line == documented["openai"]
+    doc = documented["langsmith"]
+    assert example["inputs"] == doc["inputs"]
+    assert example["outputs"]["message"] == doc["outputs"]["message"]
+    assert set(example["outputs"]) == set(doc["outputs"])
+    assert set(example["metadata"]) == set(doc["metadata"])

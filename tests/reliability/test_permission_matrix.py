@@ -272,6 +272,13 @@ def admin_cases() -> list[Case]:
              check="decided_by_deciders"),
         Case("review:bulk-reject-page", "", "POST", f"{review}/",
              admin_expect(403, 200), {"action": "reject_selected", **selected}),
+        # A dataset export: ``export_dataset`` (here only superusers). The world's review is
+        # pending, so the export itself is refused with a message (a redirect to the queue).
+        Case("review:export-dataset-page", "", "POST", f"{review}/",
+             admin_expect(403, superuser=200), {"action": "export_dataset", **selected}),
+        Case("review:export-dataset", "", "POST", f"{review}/",
+             admin_expect(403, superuser=302),
+             {"action": "export_dataset", "post": "yes", "format": "jsonl", **selected}),
         Case("thread:sync", "<path:object_id>/sync/", "POST", f"{ADMIN}/thread/{{thread}}/sync/",
              admin_expect(403, 302), {}, check="synced_by_deciders"),
         Case("thread:sync-get", "<path:object_id>/sync/", "GET",
