@@ -80,6 +80,7 @@ class DatasetExportMixin:
                     fmt,
                     datasets.Filters(),
                     redaction=None if unredacted else redacting.current(),
+                    by=request.user,
                 )
             except datasets.DatasetError:
                 messages.error(

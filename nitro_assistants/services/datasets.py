@@ -16,12 +16,14 @@ from dataclasses import dataclass, fields
 from fnmatch import fnmatchcase
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Q, QuerySet
 
-from nitro_assistants import conversation, dataset_formats, rules
+from nitro_assistants import conversation, dataset_formats, redacting, rules
 from nitro_assistants.exceptions import InvalidArgumentError
 from nitro_assistants.models import Event, Review
 from nitro_assistants.redaction import Redaction
+from nitro_assistants.services.audit import record_event
 
 FORMATS = dataset_formats.FORMATS
 #: Reviews read per round trip (each with its thread's mirrored conversation).
@@ -239,6 +241,7 @@ def export(
     *,
     everything: bool = False,
     redaction: Redaction | None = None,
+    by: Any = None,
 ) -> Iterator[str]:
     """The dataset's lines, checked before the first is read: an unknown format, no filter
     and not ``everything``, or a selection without a decided review raise
@@ -253,4 +256,21 @@ def export(
     base = reviews if reviews is not None else Review.objects.all()
     if not selection(filters, base).exists():
         raise DatasetError("nothing to export: no decided review matches")
+    if redaction is None and redacting.current() is not None:
+        # Values a reviewer is not shown leave the site whole: on the record, as a reveal is
+        # (who, when, what was selected; never the values), before the first line is read.
+        with transaction.atomic():
+            record_event(
+                None,
+                "dataset_exported_unredacted",
+                actor=by,
+                format=fmt,
+                filters={
+                    f.name: str(getattr(filters, f.name))
+                    for f in fields(filters)
+                    if getattr(filters, f.name)
+                },
+                reviews=selection(filters, base).count(),
+                selected=reviews is not None,
+            )
     return lines(records(base, filters, redaction), fmt)

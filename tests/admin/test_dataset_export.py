@@ -11,7 +11,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
-from nitro_assistants.models import Decision, Review
+from nitro_assistants.models import Decision, Event, Review
 from tests.admin.conftest import VIEW_PERMISSIONS, make_tool_review
 
 pytestmark = pytest.mark.django_db
@@ -116,8 +116,14 @@ def test_those_who_may_reveal_choose_unredacted(django_user_model: Any, settings
     assert "unredacted" in post(client, [review]).content.decode()
     [row] = lines(post(client, [review], post="yes", format="jsonl"))
     assert CARD not in json.dumps(row)  # redacted unless ticked
+    assert not Event.objects.filter(verb="dataset_exported_unredacted").exists()
     [row] = lines(post(client, [review], post="yes", format="jsonl", unredacted="on"))
     assert row["decided"]["tool_calls"][0]["args"]["card"] == CARD
+    # On the record, as a reveal is: who, the format, how many reviews; never the values.
+    (event,) = Event.objects.filter(verb="dataset_exported_unredacted")
+    assert str(event.actor_id) == client.session["_auth_user_id"]
+    assert (event.thread_id, event.data["format"], event.data["reviews"]) == (None, "jsonl", 1)
+    assert CARD not in json.dumps(event.data)
 
 
 def test_an_unknown_format_is_a_form_error(django_user_model: Any) -> None:

@@ -275,6 +275,10 @@ def test_redaction_applies_unless_asked_otherwise(settings: Any, tmp_path: Any) 
     )
     [whole] = [json.loads(line) for line in target.read_text().splitlines()]
     assert whole["decided"]["tool_calls"][0]["args"]["card"] == CARD
+    # The only export that was not redacted is on the installation's audit chain.
+    (event,) = Event.objects.filter(verb="dataset_exported_unredacted")
+    assert (event.thread_id, event.actor_id, event.data["format"]) == (None, None, "jsonl")
+    assert event.data["filters"] == {} and event.data["reviews"] == 1
 
 
 # -- constant memory: statements a chunk, not a review --------------------------------------------
