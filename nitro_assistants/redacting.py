@@ -50,6 +50,11 @@ def shown_text(text: str, redaction: Redaction | None = None) -> str:
     return (redaction if redaction is not None else current()).text(text)
 
 
+def shown_subject(subject: str, redaction: Redaction | None = None) -> str:
+    """A thread's stored subject as a reviewer reads it (:meth:`Redaction.cut_text`)."""
+    return (redaction if redaction is not None else current()).cut_text(subject)
+
+
 def hidden_paths(review: Review, redaction: Redaction | None = None) -> list[str]:
     """The dotted paths of the review's payload that a reviewer is not shown whole
     (``tool_calls.0.args.card``)."""
@@ -86,7 +91,7 @@ def shown_thread(thread: Thread, redaction: Redaction | None = None) -> Thread:
     thread_copy = _unsaved_copy(thread)
     thread_copy.values = redaction.value(thread.values or {})
     thread_copy.context = redaction.value(thread.context or {})
-    thread_copy.subject = redaction.text(thread.subject or "")
+    thread_copy.subject = redaction.cut_text(thread.subject or "")
     return thread_copy
 
 

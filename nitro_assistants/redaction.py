@@ -198,6 +198,19 @@ class Redaction:
             text = result
         return text
 
+    def cut_text(self, text: str, ellipsis: str = "…") -> str:
+        """:meth:`text` of a text stored cut short (ending with ``ellipsis``, as a thread's
+        subject is): the cut may have split a value, whose first part no redactor knows (four
+        digits of a card number, a mail address without its domain), so the word it split and
+        every word before it that holds a digit or an ``@`` are left out too."""
+        if not self.redactors or not text.endswith(ellipsis):
+            return self.text(text)
+        words = text[: -len(ellipsis)].split(" ")
+        words.pop()  # the word the cut split
+        while words and (not words[-1] or any(c.isdigit() or c == "@" for c in words[-1])):
+            words.pop()
+        return self.text(" ".join(words)) + (" " if words else "") + ellipsis
+
     def value(self, value: Any, hidden: list[str] | None = None, path: str = "") -> Any:
         """A copy of the JSON-like ``value`` with every string in it redacted (mapping keys are
         kept as they are: they name fields, they do not hold them). The dotted path of each

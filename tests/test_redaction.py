@@ -125,3 +125,19 @@ def test_any_json_value_is_walked_and_the_hidden_paths_named() -> None:
 def test_no_redactors_return_the_value_itself() -> None:
     value = {"a": "4111 1111 1111 1111"}
     assert Redaction().value(value) is value
+
+
+def test_a_text_stored_cut_short_loses_the_value_the_cut_split() -> None:
+    from nitro_assistants import redaction
+
+    red = redaction.build(["card", "email", "iban", "phone", "token"])
+    # The split word goes, and every word before it holding a digit or an "@".
+    assert red.cut_text("Refund to jane.doe@exa…") == "Refund to …"
+    assert red.cut_text("Pay DE89 3704 0044 05…") == "Pay …"
+    assert red.cut_text("Charge 4111 1111 11…") == "Charge …"
+    assert red.cut_text("Change the appointment on Tues…") == "Change the appointment on …"
+    assert red.cut_text("4111 1111…") == "…"
+    # Not cut: only what the redactors find.
+    assert red.cut_text("Order 12345 arrived") == "Order 12345 arrived"
+    # No redactors: nothing is changed.
+    assert redaction.build([]).cut_text("Charge 4111 1111 11…") == "Charge 4111 1111 11…"

@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from nitro_assistants import rules, services
+from nitro_assistants import redacting, rules, services
 from nitro_assistants.admin.conversation import held_summary
 from nitro_assistants.admin.forms import RejectReasonForm
 from nitro_assistants.admin.policies import quorum_message
@@ -220,7 +220,8 @@ class BulkDecisionsMixin:
         return {
             **self.admin_site.each_context(request),
             "opts": self.opts,
-            "reviews": [(review, held_summary(review)) for review in shown],
+            # Named by who each is about (its thread's subject): redacted as on every page.
+            "reviews": [(redacting.shown_review(review), held_summary(review)) for review in shown],
             "count": count,
             "more": count - len(shown),
             "select_across": across,

@@ -51,7 +51,7 @@ def shown(value: Any) -> SafeString:
 def thread_identity(thread: Any, url: str) -> SafeString:
     """A thread as lists show it: its subject as the link, and the start of its id (the whole
     id on hover), so no row is identified by a bare truncated UUID. The subject is redacted."""
-    subject = redacting.shown_text(thread.subject or "")
+    subject = redacting.shown_subject(thread.subject or "")
     return format_html(
         '<a class="nitro-about" href="{}" title="{} · {}">{}</a> <span class="nitro-muted nitro-short-id">{}…</span>',
         url,
@@ -191,7 +191,7 @@ class ThreadAdmin(ReadOnlyAdmin):
 
     @admin.display(description=gettext_lazy("subject"))
     def shown_subject(self, obj: Thread) -> str:
-        return redacting.shown_text(obj.subject or "")
+        return redacting.shown_subject(obj.subject or "")
 
     @admin.display(description=gettext_lazy("context"))
     def shown_context(self, obj: Thread) -> SafeString:

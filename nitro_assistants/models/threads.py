@@ -66,7 +66,7 @@ class Thread(models.Model):
         # What every list showing a thread (events, runs, deliveries) reads: who it is about,
         # redacted (REDACT) as everything a reviewer reads.
         if self.subject:
-            return f"{redaction_setting.current().text(self.subject)} ({self.short_id}…)"
+            return f"{redaction_setting.current().cut_text(self.subject)} ({self.short_id}…)"
         return f"{self.assistant_key} {self.thread_id}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:

@@ -227,3 +227,55 @@ def test_the_api_read_redacts_arguments_but_never_what_a_decision_names(reviewer
     assert body["tool_calls"][0]["args"] == {"card": "[redacted card]"}
     assert body["digest"] == review.digest and body["redacted"] == ["tool_calls.0.args.card"]
     assert CARD not in json.dumps(body["conversation"])
+
+
+QUEUE_URL = "/admin/nitro_assistants/review/"
+
+
+@pytest.mark.parametrize("action", ["approve_selected", "reject_selected"])
+def test_the_bulk_confirmation_page_shows_no_card_number(
+    reviewer_client: Client, action: str
+) -> None:
+    """The page that lists the selected reviews before a bulk decision names each by who it is
+    about: the thread's subject, here the customer's message with the card number."""
+    review = card_review()
+    assert CARD in review.thread.subject  # stored whole; only what is shown is redacted
+    page = reviewer_client.post(QUEUE_URL, {"action": action, "_selected_action": [review.pk]})
+    assert page.status_code == 200 and f"#{review.pk}" in page.text
+    assert CARD not in page.text and "[redacted card]" in page.text
+
+
+@pytest.mark.parametrize("kept", [7, 9, 12, 17])
+def test_a_subject_cut_inside_a_card_number_shows_no_part_of_it(
+    reviewer_client: Client, kept: int
+) -> None:
+    """A subject is cut to 200 characters when stored: the cut can fall inside a card number,
+    whose first digits then pass no check. No part of it is shown, however much the cut kept."""
+    lead = "Please charge " + "very " * 30  # 164 characters; the cut keeps 199 and a "…"
+    lead += "x" * (199 - len(lead) - kept - 1) + " "
+    review = make_tool_review(
+        [
+            {
+                "id": "call_1",
+                "name": "charge_card",
+                "args": {"amount": 12},
+                "allowed_decisions": ["approve", "reject"],
+            }
+        ],
+        ask=lead + CARD,
+    )
+    subject = review.thread.subject
+    assert subject.endswith(CARD[:kept] + "…")  # the stored subject holds a part
+    pages = [
+        reviewer_client.get(review_url(review)).text,
+        reviewer_client.get(QUEUE_URL).text,
+        reviewer_client.get(f"/admin/nitro_assistants/thread/{review.thread_id}/change/").text,
+        reviewer_client.post(
+            QUEUE_URL, {"action": "approve_selected", "_selected_action": [review.pk]}
+        ).text,
+        str(review.thread),
+        json.dumps(slack.card(review)),
+    ]
+    for text in pages:
+        assert "4111 1" not in text and "4111…" not in text
+    assert "Please charge very" in str(review.thread)  # what is not a value still shows
