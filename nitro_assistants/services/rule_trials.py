@@ -29,7 +29,7 @@ from django.db.models import Count, F, IntegerField, OuterRef, QuerySet, Subquer
 from django.utils.dateparse import parse_duration
 
 from nitro_assistants import policy_rules, rules
-from nitro_assistants.models import Approval, Decision, Policy, ReviewHandling
+from nitro_assistants.models import Approval, Decision, Policy
 from nitro_assistants.services.policy_enforcement import BRIEF_KEYS, brief, shadow_key
 
 #: Rows a replay or an agreement reads per round trip.
@@ -101,60 +101,70 @@ def _approvers() -> Subquery:
     )
 
 
-def decisions() -> QuerySet[Decision]:
-    """The decisions of tool-call and reply reviews, the latest first, with what a trial reads
-    of each (and no more: a thread's messages are left in the database)."""
-    return (
+#: What a trial reads of each decision and its review (and no more: a thread's messages are
+#: left in the database), as ``values()``: no model instance is built per row.
+DECISION_VALUES = (
+    "pk",
+    "reply",
+    "tool_calls",
+    "channel",
+    "reviewer_id",
+    "decided_by_id",
+    "decided_at",
+    "review_id",
+    "review__kind",
+    "review__payload",
+    "review__handling__rule",
+    "approvers",
+    "assistant",
+)
+
+
+def decisions() -> QuerySet[Decision, dict[str, Any]]:
+    """The decisions of tool-call and reply reviews, the latest first, as the rows
+    :func:`as_decided` reads."""
+    found: QuerySet[Decision, dict[str, Any]] = (
         Decision.objects.filter(review__kind__in=rules.REVIEW_KINDS)
         .annotate(approvers=_approvers(), assistant=F("review__thread__assistant_key"))
-        .select_related("review", "review__handling")
-        .only(
-            "pk",
-            "reply",
-            "tool_calls",
-            "answer",
-            "channel",
-            "reviewer_id",
-            "decided_by_id",
-            "decided_at",
-            "review__id",
-            "review__kind",
-            "review__payload",
-            "review__digest",
-            "review__handling__review_id",
-            "review__handling__rule",
-        )
         .order_by("-pk")
+        .values(*DECISION_VALUES)
     )
+    return found
 
 
-def as_decided(decision: Decision) -> Decided:
-    review = decision.review
-    payload = review.payload if isinstance(review.payload, dict) else {}
+def actions_of(reply: Any, tool_calls: Any) -> list[str]:
+    """A tool-call or reply decision's actions, as ``Decision.actions`` gives them."""
+    if isinstance(reply, dict) and reply:
+        return [str(reply.get("action"))]
+    return [str(call.get("action")) for call in tool_calls or [] if isinstance(call, dict)]
+
+
+def as_decided(row: Mapping[str, Any]) -> Decided:
+    payload = row["review__payload"] if isinstance(row["review__payload"], dict) else {}
     # The content as the assistant held it (and the rules saw it): before a quorum's edits.
     original = payload.get("original")
     held: dict[str, Any] = original if isinstance(original, dict) else payload
-    try:
-        handling = dict(review.handling.rule or {})
-    except ReviewHandling.DoesNotExist:  # no row: the default
-        handling = {}
-    person = decision.channel not in NOT_PEOPLE and decision.decided_by_id is not None
+    handling = row["review__handling__rule"]
+    person = row["channel"] not in NOT_PEOPLE and row["decided_by_id"] is not None
     found_calls, found_reply = held.get("tool_calls"), held.get("reply")
     calls: list[Any] = found_calls if isinstance(found_calls, list) else []
-    reply = found_reply if isinstance(found_reply, dict) else None
     return Decided(
-        review_id=review.pk,
-        decision_id=decision.pk,
-        kind=review.kind,
-        assistant=str(getattr(decision, "assistant", "") or ""),
+        review_id=row["review_id"],
+        decision_id=row["pk"],
+        kind=row["review__kind"],
+        assistant=str(row["assistant"] or ""),
         tool_calls=[call for call in calls if isinstance(call, dict)],
-        reply=reply,
-        handling=handling,
-        decided=policy_rules.people_decided(decision.actions) if person else "",
-        by=decision.reviewer_id,
-        decided_by_id=decision.decided_by_id,
-        approvers=max(int(getattr(decision, "approvers", None) or 0), 1),
-        decided_at=decision.decided_at,
+        reply=found_reply if isinstance(found_reply, dict) else None,
+        handling=dict(handling) if isinstance(handling, dict) else {},
+        decided=(
+            policy_rules.people_decided(actions_of(row["reply"], row["tool_calls"]))
+            if person
+            else ""
+        ),
+        by=row["reviewer_id"],
+        decided_by_id=row["decided_by_id"],
+        approvers=max(int(row["approvers"] or 0), 1),
+        decided_at=row["decided_at"],
     )
 
 
@@ -236,7 +246,7 @@ class Verdict:
     agrees: bool | None
 
 
-def _with_verdicts(keys: Sequence[str]) -> QuerySet[Decision]:
+def _with_verdicts(keys: Sequence[str]) -> QuerySet[Decision, dict[str, Any]]:
     return decisions().filter(review__handling__rule__shadow__has_any_keys=list(keys))
 
 
@@ -314,10 +324,13 @@ def _seconds(value: Any, field: str, where: str) -> float | None:
     )
 
 
-def rules_from_json(data: Any) -> policy_rules.RuleSet:
+def rules_from_json(
+    data: Any, *, with_current: policy_rules.RuleSet | None = None
+) -> policy_rules.RuleSet:
     """A draft rule set from JSON: a list of rules, each an object with a ``Policy`` row's
     fields (``group`` and ``escalate_to`` by name, deadlines in seconds or as ``HH:MM:SS``);
-    rules with ``"enabled": false`` are left out and ``mode`` is ignored (a draft acts). Raises
+    rules with ``"enabled": false`` are left out and ``mode`` is ignored (a draft acts).
+    ``with_current``: rules the drafts are added to (:func:`current_rules`). Raises
     ``PolicyError`` saying which rule and which field is at fault."""
     if isinstance(data, dict) and isinstance(data.get("rules"), list):
         data = data["rules"]
@@ -379,6 +392,8 @@ def rules_from_json(data: Any) -> policy_rules.RuleSet:
             )
         except policy_rules.PolicyError as exc:
             raise policy_rules.PolicyError(f"{where}: {exc}", field=exc.field) from None
+    if with_current is not None:
+        compiled = [*with_current.rules, *compiled]
     return policy_rules.RuleSet(compiled)
 
 
