@@ -26,6 +26,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from nitro_assistants import policy_rules, rules
 from nitro_assistants.admin.forms import StorableJSONField
 from nitro_assistants.admin.options import refuse_bad_selection
+from nitro_assistants.admin.rule_trials import RuleTrialsAdmin
 from nitro_assistants.models import Approval, Decision, Policy, Review, ReviewHandling
 from nitro_assistants.services.policy_enforcement import (
     approval_count,
@@ -86,6 +87,7 @@ class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
             "name",
             "position",
             "enabled",
+            "mode",
             "assistant",
             "kind",
             "tool",
@@ -132,27 +134,29 @@ def would_match(rule: policy_rules.Rule, review: Review) -> bool:
 
 
 @admin.register(Policy)
-class PolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class PolicyAdmin(RuleTrialsAdmin):
     form = PolicyForm
     list_display = [
         "name",
         "position",
         "enabled",
+        "mode",
         "action",
         # Two facts to a column: with eleven the list was wider than a 1400 px window.
         "matches",
         "who_approves",
         "when_due",
         "version",
+        "agreement",
     ]
     list_select_related = ["group"]
     list_editable = ["position", "enabled"]
-    list_filter = ["enabled", "action", "kind"]
+    list_filter = ["enabled", "mode", "action", "kind"]
     search_fields = ["name", "tool", "assistant"]
     ordering = ["position", "pk"]
-    readonly_fields = ["version", "updated_at"]
+    readonly_fields = ["version", "updated_at", "agreement"]
     fieldsets = [
-        (None, {"fields": ["name", "position", "enabled"]}),
+        (None, {"fields": ["name", "position", "enabled", "mode"]}),
         (gettext_lazy("What it matches"), {"fields": ["assistant", "kind", "tool", "conditions"]}),
         (
             gettext_lazy("What it does"),
@@ -170,7 +174,7 @@ class PolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 ]
             },
         ),
-        (None, {"fields": ["version", "updated_at"]}),
+        (None, {"fields": ["version", "updated_at", "agreement"]}),
     ]
     change_form_template = "admin/nitro_assistants/policy/change_form.html"
 
