@@ -426,6 +426,18 @@ def governance_context(review: Review) -> dict[str, Any]:
                 {"user": a.user.get_username(), "why": why} for a, why in lapsed_approvals(review)
             ],
             "unsure": handling.unsure,
+            # What shadow rules would have done (they never act): their verdicts, in brief.
+            "shadow": [
+                {
+                    "rule": verdict.get("rule_name") or verdict.get("rule_id"),
+                    "version": verdict.get("rule_version"),
+                    "action": verdict.get("action"),
+                    "approvals": verdict.get("approvals"),
+                    "group": verdict.get("group") or "",
+                }
+                for verdict in (row.rule or {}).get("shadow", {}).values()
+                if isinstance(verdict, dict)
+            ],
         }
     }
 

@@ -151,3 +151,41 @@ def test_the_replay_needs_the_permission_to_view_rules(
     assert nobody.post(REPLAY, {"last": "10"}).status_code == 403
     User.objects.filter(username="viewer").delete()
     assert viewer("view_policy").get(REPLAY).status_code == 200
+
+
+def test_the_review_screen_shows_what_shadow_rules_would_have_done(
+    queued: list[Any], refund_rules: dict[str, Policy], finance: Group
+) -> None:
+    Policy.objects.create(
+        name="refuse large (trial)",
+        mode=Policy.Mode.SHADOW,
+        position=25,
+        tool="refund_*",
+        conditions=[{"path": "amount", "op": "gt", "value": 100}],
+        action="auto_reject",
+        reason="trial",
+    )
+    Policy.objects.create(
+        name="mid refunds in Finance (trial)",
+        mode=Policy.Mode.SHADOW,
+        tool="refund_*",
+        conditions=[{"path": "amount", "op": "gt", "value": 60}],
+        approvals=3,
+        group=finance,
+    )
+    client = Client()
+    client.force_login(reviewer("alice", finance))
+    large = mirrored(300)
+    page = client.get(f"/admin/nitro_assistants/review/{large.pk}/review/").content.decode()
+    assert "large refunds" in page  # the rule that acts
+    shadow = re.search(r'<dd class="nitro-shadow">(.*?)</dd>', page, re.S)
+    assert shadow, page
+    text = re.sub(r"<[^>]+>", "", shadow.group(1))
+    assert "auto_reject (refuse large (trial), v1)" in text
+    assert "review · 3 · Finance (mid refunds in Finance (trial), v1)" in text
+    assert "not applied" in text
+    # Only a shadow rule would have handled it: no "Policy rule" with a blank name.
+    mid = mirrored(80)
+    page = client.get(f"/admin/nitro_assistants/review/{mid.pk}/review/").content.decode()
+    assert "mid refunds in Finance (trial)" in page
+    assert "Policy rule" not in page
