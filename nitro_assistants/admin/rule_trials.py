@@ -223,6 +223,15 @@ class RuleTrialsAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         result: dict[str, Any] | None = None
         if request.method == "POST":
             form = ReplayForm(request.POST)
+            if str(request.POST.get("rules_json") or "").strip() and not (
+                self.has_add_permission(request) or self.has_change_permission(request)
+            ):
+                # A pasted rule set is code the matcher runs (regular expressions included)
+                # over thousands of reviews: it takes someone who may write rules.
+                form.add_error(
+                    "rules_json",
+                    _("Pasting a rule set needs the permission to add or change policy rules."),
+                )
             if form.is_valid():
                 result = self._replayed(form.cleaned_data["rule_set"], form.cleaned_data["last"])
         else:

@@ -83,9 +83,11 @@ class Decided:
 
     @property
     def what(self) -> str:
-        """The calls (or the reply) it held, in a line."""
+        """What it held, in a line: the calls' tool names, or ``reply``. Never the arguments
+        nor the reply's text: the rule pages are not the review screen (which asks for the
+        permission to read reviews, and redacts what the project says to)."""
         if self.kind == rules.REPLY:
-            return str((self.reply or {}).get("content") or "")[:80]
+            return "reply"
         return ", ".join(str(call.get("name") or "?") for call in self.tool_calls)
 
 

@@ -189,3 +189,16 @@ def test_the_review_screen_shows_what_shadow_rules_would_have_done(
     page = client.get(f"/admin/nitro_assistants/review/{mid.pk}/review/").content.decode()
     assert "mid refunds in Finance (trial)" in page
     assert "Policy rule" not in page
+
+
+def test_pasting_a_rule_set_needs_the_permission_to_write_rules(trial: dict[str, Any]) -> None:
+    reader = viewer("view_policy")
+    pasted = '[{"tool": "refund_*", "action": "auto_approve"}]'
+    before = snapshot()
+    page = reader.post(REPLAY, {"rules_json": pasted, "last": "10"}).content.decode()
+    assert "needs the permission to add or change policy rules" in page
+    assert 'id="nitro-replay-result"' not in page
+    # Ticking existing rules is reading them: allowed.
+    page = reader.post(REPLAY, {"rules": [str(trial["rule"].pk)], "last": "10"}).content.decode()
+    assert 'id="nitro-replay-result"' in page
+    assert snapshot() == before
