@@ -361,6 +361,15 @@ def rules_from_json(
         if item.get("enabled") is False:
             continue
         where = f"rule {index + 1} ({item.get('name') or 'unnamed'})"
+        kind = item.get("kind") or ""
+        if kind not in ("", *rules.REVIEW_KINDS):
+            raise policy_rules.PolicyError(
+                f"{where}: `kind` is {', '.join(rules.REVIEW_KINDS)} or blank (any), not {kind!r}",
+                field="kind",
+            )
+        for field in ("name", "assistant", "tool", "reason"):
+            if not isinstance(item.get(field) or "", str):
+                raise policy_rules.PolicyError(f"{where}: `{field}` must be a text", field=field)
         group, escalate_to = str(item.get("group") or ""), str(item.get("escalate_to") or "")
         for field, name in (("group", group), ("escalate_to", escalate_to)):
             if name and name not in groups:
@@ -371,7 +380,7 @@ def rules_from_json(
                     id=-(index + 1),  # no row: ids of their own, below every row's
                     position=_whole(item.get("position", index), "position", where),
                     assistant=str(item.get("assistant") or ""),
-                    kind=str(item.get("kind") or ""),
+                    kind=str(kind),
                     tool=str(item.get("tool") or ""),
                     conditions=item.get("conditions") or [],
                     action=str(item.get("action") or policy_rules.REVIEW),

@@ -227,6 +227,10 @@ def test_add_puts_draft_rules_among_the_current_ones(
         ),
         ([{"deadline": "soon"}], "`deadline` must be a number of seconds"),
         ([{"position": "1"}], "`position` must be a whole number"),
+        ([{"kind": "question"}], "`kind` is tool_calls, reply or blank"),
+        ([{"tool": ["refund"]}], "`tool` must be a text"),
+        ([{"approvals": "2"}], "`approvals` must be a whole number"),
+        (["refund"], "rule 1 is not a JSON object"),
     ],
 )
 def test_a_bad_draft_is_refused_with_the_rule_and_field_at_fault(
