@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -122,16 +123,28 @@ DECISION_VALUES = (
 )
 
 
-def decisions() -> QuerySet[Decision, dict[str, Any]]:
+#: What :func:`verdicts` reads when it counts only: no content, only the handling's verdicts.
+COUNT_VALUES = (
+    *(name for name in DECISION_VALUES if name not in ("review__payload", "assistant")),
+    "shadow",
+)
+
+
+def decisions(*, content: bool = True) -> QuerySet[Decision, dict[str, Any]]:
     """The decisions of tool-call and reply reviews, the latest first, as the rows
-    :func:`as_decided` reads."""
-    found: QuerySet[Decision, dict[str, Any]] = (
-        Decision.objects.filter(review__kind__in=rules.REVIEW_KINDS)
-        .annotate(approvers=_approvers(), assistant=F("review__thread__assistant_key"))
-        .order_by("-pk")
-        .values(*DECISION_VALUES)
+    :func:`as_decided` reads; without ``content``, not what the reviews held (nor their
+    assistant), and of the handling only its shadow verdicts: a count reads a tenth of it."""
+    found = Decision.objects.filter(review__kind__in=rules.REVIEW_KINDS).annotate(
+        approvers=_approvers()
     )
-    return found
+    if content:
+        found = found.annotate(assistant=F("review__thread__assistant_key"))
+        names: tuple[str, ...] = DECISION_VALUES
+    else:
+        found = found.annotate(shadow=F("review__handling__rule__shadow"))
+        names = COUNT_VALUES
+    rows: QuerySet[Decision, dict[str, Any]] = found.order_by("-pk").values(*names)
+    return rows
 
 
 def actions_of(reply: Any, tool_calls: Any) -> list[str]:
@@ -142,11 +155,15 @@ def actions_of(reply: Any, tool_calls: Any) -> list[str]:
 
 
 def as_decided(row: Mapping[str, Any]) -> Decided:
-    payload = row["review__payload"] if isinstance(row["review__payload"], dict) else {}
+    payload = row.get("review__payload")
+    payload = payload if isinstance(payload, dict) else {}
     # The content as the assistant held it (and the rules saw it): before a quorum's edits.
     original = payload.get("original")
     held: dict[str, Any] = original if isinstance(original, dict) else payload
-    handling = row["review__handling__rule"]
+    handling = row.get("review__handling__rule")
+    if "shadow" in row:  # read without content (:data:`COUNT_VALUES`): the verdicts only
+        shadow = json.loads(row["shadow"]) if isinstance(row["shadow"], str) else row["shadow"]
+        handling = {"shadow": shadow} if isinstance(shadow, dict) else {}
     person = row["channel"] not in NOT_PEOPLE and row["decided_by_id"] is not None
     found_calls, found_reply = held.get("tool_calls"), held.get("reply")
     calls: list[Any] = found_calls if isinstance(found_calls, list) else []
@@ -154,7 +171,7 @@ def as_decided(row: Mapping[str, Any]) -> Decided:
         review_id=row["review_id"],
         decision_id=row["pk"],
         kind=row["review__kind"],
-        assistant=str(row["assistant"] or ""),
+        assistant=str(row.get("assistant") or ""),
         tool_calls=[call for call in calls if isinstance(call, dict)],
         reply=found_reply if isinstance(found_reply, dict) else None,
         handling=dict(handling) if isinstance(handling, dict) else {},
@@ -248,18 +265,18 @@ class Verdict:
     agrees: bool | None
 
 
-def _with_verdicts(keys: Sequence[str]) -> QuerySet[Decision, dict[str, Any]]:
-    return decisions().filter(review__handling__rule__shadow__has_any_keys=list(keys))
-
-
-def verdicts(policies: Sequence[Policy]) -> Iterator[tuple[int, Verdict]]:
+def verdicts(policies: Sequence[Policy], *, content: bool = True) -> Iterator[tuple[int, Verdict]]:
     """Each recorded verdict of ``policies`` on a decided review, the latest first, as
-    ``(rule id, verdict)``; streamed."""
+    ``(rule id, verdict)``; streamed. Without ``content``, a verdict's review has no calls
+    (and no assistant): enough to count."""
     keys = {shadow_key(policy.pk): policy.pk for policy in policies}
     if not keys:
         return
     membership = Membership(policy.group_id for policy in policies)
-    for decision in _with_verdicts(list(keys)).iterator(chunk_size=CHUNK_SIZE):
+    rows = decisions(content=content).filter(
+        review__handling__rule__shadow__has_any_keys=list(keys)
+    )
+    for decision in rows.iterator(chunk_size=CHUNK_SIZE):
         decided = as_decided(decision)
         recorded = decided.handling.get("shadow") or {}
         for key, rule_id in keys.items():
@@ -272,7 +289,7 @@ def shadow_agreement(policies: Sequence[Policy]) -> dict[int, Agreement]:
     """Per rule of ``policies`` (by id), how often its recorded verdicts agreed with what people
     decided (one streamed read for them all)."""
     found = {policy.pk: Agreement(policy.pk) for policy in policies}
-    for rule_id, verdict in verdicts(policies):
+    for rule_id, verdict in verdicts(policies, content=False):
         counts = found[rule_id]
         if verdict.agrees is None:
             counts.not_people += 1
