@@ -140,14 +140,12 @@ class PolicyAdmin(RuleTrialsAdmin):
         "name",
         "position",
         "enabled",
-        "mode",
-        "action",
+        "does",
         # Two facts to a column: with eleven the list was wider than a 1400 px window.
         "matches",
         "who_approves",
         "when_due",
         "version",
-        "agreement",
     ]
     list_select_related = ["group"]
     list_editable = ["position", "enabled"]

@@ -34,7 +34,7 @@ AGREEMENT_ATTR = "nitro_agreement"
 def agreement_text(found: rule_trials.Agreement) -> str:
     """``80% · 8 of 10`` (and ``· 3 not by people``), or ``no decision yet``."""
     if found.rate is None:
-        text = _("no decision by people yet")
+        text = _("no decision yet")
     else:
         text = _("%(rate)s · %(agreed)d of %(counted)d") % {
             "rate": f"{found.rate:.0%}",
@@ -134,6 +134,19 @@ class RuleTrialsAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def _agreement_url(self, obj: Policy) -> str:
         return reverse(f"{self.admin_site.name}:nitro_assistants_policy_agreement", args=[obj.pk])
+
+    @admin.display(description=gettext_lazy("action"), ordering="action")
+    def does(self, obj: Policy) -> str:
+        """The rule's action; under it, for a shadow rule, ``shadow · 80% · 8 of 10`` linking to
+        its verdicts (in the action's column: a column more and the list overflows 1280 px)."""
+        if obj.mode != Policy.Mode.SHADOW:
+            return obj.get_action_display()
+        return format_html(
+            '{}<span class="nitro-name nitro-muted nitro-shadow">{} · {}</span>',
+            obj.get_action_display(),
+            _("shadow"),
+            self.agreement(obj),
+        )
 
     @admin.display(description=gettext_lazy("agreement"))
     def agreement(self, obj: Policy) -> str:

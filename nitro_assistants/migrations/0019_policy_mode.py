@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='policy',
             name='mode',
-            field=models.CharField(choices=[('enforce', 'enforce'), ('shadow', 'shadow (record what it would do, never act)')], default='enforce', help_text='Shadow: tried on every review and what it would have done recorded (with how often people agreed), never acting.', max_length=8),
+            field=models.CharField(choices=[('enforce', 'enforce'), ('shadow', 'shadow (never acts)')], default='enforce', help_text='Shadow: tried on every review and what it would have done recorded (with how often people agreed), never acting.', max_length=8),
         ),
     ]

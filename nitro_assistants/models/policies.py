@@ -34,7 +34,7 @@ class Policy(models.Model):
 
     class Mode(models.TextChoices):
         ENFORCE = policy_rules.ENFORCE, _("enforce")
-        SHADOW = policy_rules.SHADOW, _("shadow (record what it would do, never act)")
+        SHADOW = policy_rules.SHADOW, _("shadow (never acts)")
 
     class Kind(models.TextChoices):
         ANY = "", _("any")

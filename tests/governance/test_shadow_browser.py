@@ -46,8 +46,13 @@ def test_a_shadow_rules_agreement_shows_and_leads_to_its_disagreements(
     mirrored(20)  # not a match: no verdict
 
     page.goto(f"{live_server.url}/admin/nitro_assistants/policy/")
-    link = page.locator("#result_list td.field-agreement a.nitro-agreement")
+    link = page.locator("#result_list td.field-does a.nitro-agreement")
     assert link.inner_text() == "50% · 1 of 2"
+    assert "shadow · 50% · 1 of 2" in page.locator("#result_list td.field-does").inner_text()
+    # In the action's column: the list still fits a window 1280 px wide, with no sideways scroll.
+    assert page.evaluate("window.innerWidth") == 1280
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert page.locator(".results").evaluate("box => box.scrollWidth <= box.clientWidth + 1")
     with page.expect_navigation():
         link.click()
     assert page.locator("#nitro-agreement-summary").inner_text() == "50% · 1 of 2"

@@ -347,7 +347,7 @@ class Command(BaseCommand):
         shadow one acting) over the decided reviews."""
         self.open(page, "/admin/nitro_assistants/policy/", "rules-shadow")
         row = page.locator("#result_list tbody tr", has_text="Replies go through (trial)")
-        agreement = " ".join(row.locator("td.field-agreement").all_inner_texts())
+        agreement = " ".join(row.locator("td.field-does").all_inner_texts())
         if "100% · 2 of 2" not in agreement:
             raise CommandError(f"the shadow rule's agreement reads {agreement!r}")
         with page.expect_navigation():
