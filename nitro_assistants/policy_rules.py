@@ -41,6 +41,12 @@ AUTO_REJECT: Final = "auto_reject"
 REVIEW: Final = "review"
 ACTIONS: Final = (REVIEW, AUTO_APPROVE, AUTO_REJECT)
 
+#: A rule's mode: enforced, or in the shadow (tried on every review and what it would have done
+#: recorded, never acting).
+ENFORCE: Final = "enforce"
+SHADOW: Final = "shadow"
+MODES: Final = (ENFORCE, SHADOW)
+
 #: What happens when a review's deadline passes.
 ESCALATE: Final = "escalate"
 APPROVE: Final = "approve"
@@ -337,6 +343,8 @@ class Rule:
     handling: Handling
     #: The argument paths (parsed) an approval of a call it matches needs shown.
     must_show: tuple[tuple[str | int, ...], ...] = ()
+    #: A shadow rule: tried, and what it would have done recorded, never acting.
+    shadow: bool = False
 
     def matches(self, assistant: str, kind: str, tool: str, document: Any) -> bool:
         if self.assistant and self.assistant != assistant:
@@ -371,8 +379,11 @@ def clean_rule(
     name: str = "",
     version: int = 0,
     must_show: Any = (),
+    mode: str = ENFORCE,
 ) -> Rule:
     """A :class:`Rule` from a row's fields; raises :class:`PolicyError` with the field at fault."""
+    if mode not in MODES:
+        raise PolicyError(f"Unknown mode {mode!r}", field="mode")
     if action not in ACTIONS:
         raise PolicyError(f"Unknown action {action!r}", field="action")
     if isinstance(approvals, bool) or not isinstance(approvals, int):
@@ -435,6 +446,7 @@ def clean_rule(
         ),
         handling=handling,
         must_show=clean_must_show(list(must_show) if isinstance(must_show, tuple) else must_show),
+        shadow=mode == SHADOW,
     )
 
 
@@ -449,10 +461,16 @@ def _has_glob(pattern: str) -> bool:
 class RuleSet:
     """Rules in order, bucketed so a call is checked against only the rules that could match it:
     those for its exact tool name, and the others (globs, any tool) for its assistant or for
-    any assistant; globs are compiled once."""
+    any assistant; globs are compiled once.
+
+    Shadow rules (:attr:`Rule.shadow`) are kept aside (:attr:`shadow_rules`): they never give
+    a handling; :meth:`shadow_verdicts` says what each would have done."""
 
     def __init__(self, rules: Iterable[Rule]) -> None:
-        self.rules = sorted(rules, key=_order)
+        everything = sorted(rules, key=_order)
+        self.rules = [rule for rule in everything if not rule.shadow]
+        self.shadow_rules = [rule for rule in everything if rule.shadow]
+        self._with_shadow: dict[int, RuleSet] = {}
         self._exact: dict[str, list[Rule]] = {}
         self._other: dict[str, list[Rule]] = {}  # by assistant ("" for any)
         self._globs: dict[int, re.Pattern[str]] = {}
@@ -463,6 +481,9 @@ class RuleSet:
                 self._other.setdefault(rule.assistant, []).append(rule)
                 if rule.tool:
                     self._globs[rule.id] = re.compile(fnmatch.translate(rule.tool))
+        for rule in self.shadow_rules:
+            if _has_glob(rule.tool):
+                self._globs[rule.id] = re.compile(fnmatch.translate(rule.tool))
         self._candidates: dict[tuple[str, str, str], list[Rule]] = {}
         #: Whether any rule names parts to show (else a review's handling never looks).
         self._shows = any(rule.must_show for rule in self.rules)
@@ -591,6 +612,86 @@ class RuleSet:
             chosen = named
         return dataclasses.replace(chosen, must_show=tuple(dict.fromkeys(shown)))
 
+    def with_acting(self, rule: Rule) -> RuleSet:
+        """These enforced rules and ``rule`` acting at its position (built once per rule)."""
+        found = self._with_shadow.get(rule.id)
+        if found is None:
+            found = RuleSet([*self.rules, dataclasses.replace(rule, shadow=False)])
+            self._with_shadow[rule.id] = found
+        return found
+
+    def shadow_verdicts(
+        self,
+        assistant: str,
+        kind: str,
+        tool_calls: Sequence[Mapping[str, Any]] = (),
+        reply: Mapping[str, Any] | None = None,
+    ) -> list[Handling]:
+        """What each shadow rule would have done to a review: for each that, enforced at its
+        position among the enforced rules, would give the review its handling, that handling.
+        A shadow rule that would not apply (it matches no call, or a rule before it or a
+        stricter call's rule wins) has no verdict."""
+        if not self.shadow_rules:
+            return []
+        tools = [""] if kind == "reply" else [str(call.get("name") or "") for call in tool_calls]
+        verdicts = []
+        for rule in self.shadow_rules:
+            if not any(self._fits(rule, assistant, kind, tool) for tool in tools):
+                continue
+            found = self.with_acting(rule).handling(assistant, kind, tool_calls, reply)
+            if found.rule_id == rule.id:
+                verdicts.append(found)
+        return verdicts
+
+
+# -- shadow rules and replays: did a rule agree with what people decided? ---------------------
+
+#: What people made of a review (:func:`people_decided`).
+APPROVED: Final = "approved"  # every call (or the reply) approved as held
+EDITED: Final = "edited"  # approved, with at least one edit
+REJECTED: Final = "rejected"  # every call rejected or answered in the tool's place, or the reply
+MIXED: Final = "mixed"  # some calls approved, others rejected
+
+
+def people_decided(actions: Sequence[str]) -> str:
+    """What a decision's actions (``Decision.actions``) amount to: :data:`APPROVED`,
+    :data:`EDITED`, :data:`REJECTED` or :data:`MIXED`."""
+    runs = [action for action in actions if action in ("approve", "edit")]
+    if not runs:
+        return REJECTED
+    if len(runs) != len(actions):
+        return MIXED
+    return EDITED if "edit" in runs else APPROVED
+
+
+def agrees(
+    handling: Handling | Mapping[str, Any],
+    decided: str,
+    *,
+    approvers: int = 1,
+    in_group: bool = True,
+) -> bool:
+    """Whether a rule's handling agrees with what people decided (docs/governance.md):
+
+    - ``auto_approve`` agrees with an approval of the review as it was held, without edits;
+    - ``auto_reject`` agrees with a rejection of everything it held (an answer in a tool's
+      place counts as a rejection: the tool did not run);
+    - ``review`` (people decide) agrees when people decided the review, whatever they decided,
+      as the rule asks: a rejection by anyone in its group, an approval by at least its number
+      of approvals (``approvers``: how many distinct people approved). ``in_group``: the person
+      whose decision was recorded is in the rule's group (or a superuser), or it names none."""
+    data = handling.as_dict() if isinstance(handling, Handling) else handling
+    action = data.get("action", REVIEW)
+    if action == AUTO_APPROVE:
+        return decided == APPROVED
+    if action == AUTO_REJECT:
+        return decided == REJECTED
+    if not in_group:
+        return False
+    if decided == REJECTED:
+        return True
+    return approvers >= int(data.get("approvals") or 1)
+
 
 class EditConflictError(PolicyError):
     """An edit would put a review under a rule whose group differs from the group that decides
@@ -682,11 +783,18 @@ def progress(approved: int, required: int, group: str) -> str:
 
 __all__ = [
     "ACTIONS",
+    "APPROVED",
     "AUTO_APPROVE",
     "AUTO_REJECT",
     "DEFAULT",
+    "EDITED",
+    "ENFORCE",
+    "MIXED",
+    "MODES",
     "OPERATORS",
+    "REJECTED",
     "REVIEW",
+    "SHADOW",
     "Condition",
     "EditConflictError",
     "Handling",
@@ -694,11 +802,13 @@ __all__ = [
     "Rule",
     "RuleSet",
     "after_edit",
+    "agrees",
     "clean_condition",
     "clean_conditions",
     "clean_must_show",
     "clean_rule",
     "parse_path",
+    "people_decided",
     "progress",
     "same_handling",
 ]

@@ -26,6 +26,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from nitro_assistants import policy_rules, rules
 from nitro_assistants.admin.forms import StorableJSONField
 from nitro_assistants.admin.options import refuse_bad_selection
+from nitro_assistants.admin.rule_trials import RuleTrialsAdmin
 from nitro_assistants.models import Approval, Decision, Policy, Review, ReviewHandling
 from nitro_assistants.services.policy_enforcement import (
     approval_count,
@@ -93,6 +94,7 @@ class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
             "name",
             "position",
             "enabled",
+            "mode",
             "assistant",
             "kind",
             "tool",
@@ -145,13 +147,13 @@ def would_match(rule: policy_rules.Rule, review: Review) -> bool:
 
 
 @admin.register(Policy)
-class PolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class PolicyAdmin(RuleTrialsAdmin):
     form = PolicyForm
     list_display = [
         "name",
         "position",
         "enabled",
-        "action",
+        "does",
         # Two facts to a column: with eleven the list was wider than a 1400 px window.
         "matches",
         "who_approves",
@@ -160,12 +162,12 @@ class PolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     ]
     list_select_related = ["group"]
     list_editable = ["position", "enabled"]
-    list_filter = ["enabled", "action", "kind"]
+    list_filter = ["enabled", "mode", "action", "kind"]
     search_fields = ["name", "tool", "assistant"]
     ordering = ["position", "pk"]
-    readonly_fields = ["version", "updated_at"]
+    readonly_fields = ["version", "updated_at", "agreement"]
     fieldsets = [
-        (None, {"fields": ["name", "position", "enabled"]}),
+        (None, {"fields": ["name", "position", "enabled", "mode"]}),
         (gettext_lazy("What it matches"), {"fields": ["assistant", "kind", "tool", "conditions"]}),
         (
             gettext_lazy("What it does"),
@@ -183,7 +185,7 @@ class PolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 ]
             },
         ),
-        (None, {"fields": ["version", "updated_at"]}),
+        (None, {"fields": ["version", "updated_at", "agreement"]}),
     ]
     change_form_template = "admin/nitro_assistants/policy/change_form.html"
 
@@ -435,6 +437,18 @@ def governance_context(review: Review) -> dict[str, Any]:
                 {"user": a.user.get_username(), "why": why} for a, why in lapsed_approvals(review)
             ],
             "unsure": handling.unsure,
+            # What shadow rules would have done (they never act): their verdicts, in brief.
+            "shadow": [
+                {
+                    "rule": verdict.get("rule_name") or verdict.get("rule_id"),
+                    "version": verdict.get("rule_version"),
+                    "action": verdict.get("action"),
+                    "approvals": verdict.get("approvals"),
+                    "group": verdict.get("group") or "",
+                }
+                for verdict in (row.rule or {}).get("shadow", {}).values()
+                if isinstance(verdict, dict)
+            ],
         }
     }
 

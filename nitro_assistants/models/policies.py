@@ -32,6 +32,10 @@ class Policy(models.Model):
         AUTO_APPROVE = policy_rules.AUTO_APPROVE, _("approve at once")
         AUTO_REJECT = policy_rules.AUTO_REJECT, _("reject at once")
 
+    class Mode(models.TextChoices):
+        ENFORCE = policy_rules.ENFORCE, _("enforce")
+        SHADOW = policy_rules.SHADOW, _("shadow (never acts)")
+
     class Kind(models.TextChoices):
         ANY = "", _("any")
         TOOL_CALLS = "tool_calls", _("tool calls")
@@ -53,6 +57,15 @@ class Policy(models.Model):
         default=0, db_index=True, help_text=_("Rules are tried from the lowest position up.")
     )
     enabled = models.BooleanField(default=True)
+    mode = models.CharField(
+        max_length=8,
+        choices=Mode.choices,
+        default=Mode.ENFORCE,
+        help_text=_(
+            "Shadow: tried on every review and what it would have done recorded (with how often "
+            "people agreed), never acting."
+        ),
+    )
     assistant = models.CharField(
         max_length=100, blank=True, help_text=_("An assistant key; blank: any assistant.")
     )
@@ -158,6 +171,7 @@ class Policy(models.Model):
             name=self.name,
             version=self.version,
             must_show=self.must_show,
+            mode=self.mode,
         )
 
 

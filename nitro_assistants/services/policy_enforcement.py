@@ -270,6 +270,49 @@ def evaluate(
     )
 
 
+def shadow_verdicts(
+    review: Review,
+    *,
+    tool_calls: Sequence[Mapping[str, Any]] | None = None,
+    reply: Mapping[str, Any] | None = None,
+    rule_set: policy_rules.RuleSet | None = None,
+) -> dict[str, dict[str, Any]]:
+    """What each shadow rule would have done to ``review`` (or to the content given instead of
+    its own), keyed ``"#<rule id>"`` (:func:`shadow_key`): its handling, in brief. Empty when no
+    shadow rule would have applied."""
+    if review.kind not in rules.REVIEW_KINDS:
+        return {}
+    found = rule_set if rule_set is not None else ruleset()
+    if not found.shadow_rules:
+        return {}
+    verdicts = found.shadow_verdicts(
+        review.thread.assistant_key,
+        review.kind,
+        tool_calls=review.tool_calls if tool_calls is None else tool_calls,
+        reply=review.reply if reply is None else reply,
+    )
+    return {shadow_key(verdict.rule_id): brief(verdict) for verdict in verdicts}
+
+
+def shadow_key(rule_id: int | None) -> str:
+    """The key of a shadow rule's verdict in ``ReviewHandling.rule["shadow"]``: ``"#12"`` (not
+    ``"12"``, which the JSON lookups of SQLite read as a list index)."""
+    return f"#{rule_id}"
+
+
+#: The keys of a handling a shadow verdict keeps.
+BRIEF_KEYS = ("rule_id", "rule_name", "rule_version", "action", "approvals", "group", "group_id")
+
+
+def brief(handling: policy_rules.Handling) -> dict[str, Any]:
+    """A shadow verdict as recorded: the rule, its version and what it would have done."""
+    # Read field by field: ``as_dict`` deep-copies every field, a replay's main cost.
+    kept = {key: getattr(handling, key) for key in BRIEF_KEYS}
+    if handling.unsure:
+        kept["unsure"] = handling.unsure
+    return kept
+
+
 def handling_of(review: Review) -> policy_rules.Handling:
     try:
         return review.handling.handling
@@ -288,17 +331,30 @@ def give_handling(
     actor: Any = None,
     why: str = "mirrored",
     new: bool = False,
+    shadow: Mapping[str, Any] | None = None,
 ) -> ReviewHandling | None:
     """Record that ``handling`` applies to ``review`` (the review's lock held, or a review just
     created: ``new``, which has no handling row yet, so it is inserted in one statement rather
     than looked up and created in savepoints); an auto-decision is enqueued
-    (``nitro_assistants.apply_policy``) after commit."""
-    if handling.rule_id is None:
+    (``nitro_assistants.apply_policy``) after commit.
+
+    ``shadow``: what the shadow rules would have done (:func:`shadow_verdicts`), kept in the
+    row's ``rule`` JSON (``"shadow"``) and on the event; a review no enforced rule matched gets
+    a row with the default handling to keep them (it asks what no row asks: one approval, by
+    anyone who may decide). On an edit (``new`` False) the verdicts the review was mirrored
+    with are kept: agreement is measured on what a rule would have done when it arrived."""
+    if not new and shadow is None:
+        row = handling_row(review)
+        shadow = (row.rule or {}).get("shadow") if row is not None else None
+    if handling.rule_id is None and not shadow:
         return None
     now = timezone.now()
+    rule = handling.as_dict()
+    if shadow:
+        rule["shadow"] = dict(shadow)
     fields = {
         "policy_id": handling.rule_id,
-        "rule": handling.as_dict(),
+        "rule": rule,
         "action": handling.action,
         "approvals_required": handling.approvals,
         "group_id": handling.group_id,
@@ -314,6 +370,12 @@ def give_handling(
         row, _ = ReviewHandling.objects.update_or_create(review=review, defaults=fields)
     review.handling = row
     extra: dict[str, Any] = {"unsure": handling.unsure} if handling.unsure else {}
+    if shadow and new:
+        extra["shadow"] = list(shadow.values())
+    if handling.rule_id is None:
+        # Only shadow rules would have applied: what they would have done, and nothing acts.
+        record_event(review.thread, "policy_shadowed", review=review, actor=actor, **extra)
+        return row
     record_event(
         review.thread,
         "policy_matched",
@@ -337,8 +399,18 @@ def review_mirrored(
     review: Review, rule_set: policy_rules.RuleSet | None = None
 ) -> ReviewHandling | None:
     """A review was just mirrored (created in the caller's transaction): the rules decide how
-    it is handled (``rule_set``: the rules, read by the caller already)."""
-    return give_handling(review, evaluate(review, rule_set=rule_set), new=True)
+    it is handled (``rule_set``: the rules, read by the caller already), and what the shadow
+    rules would have done is recorded with it (no statement of its own: it rides on the
+    handling's row and event)."""
+    found = rule_set
+    if found is None and review.kind in rules.REVIEW_KINDS:
+        found = ruleset()
+    return give_handling(
+        review,
+        evaluate(review, rule_set=found),
+        new=True,
+        shadow=shadow_verdicts(review, rule_set=found),
+    )
 
 
 # -- who may approve, and the quorum -----------------------------------------------------------
@@ -594,13 +666,20 @@ class Verdict:
     approval: Approval | None = None
 
 
-def _rewrite(review: Review, content: Mapping[str, Any], user: Any) -> None:
-    """Store edited content as the review's new version (revision + 1, its digest)."""
+def _rewrite(
+    review: Review,
+    content: Mapping[str, Any],
+    user: Any,
+    shadow: Mapping[str, Any] | None = None,
+) -> None:
+    """Store edited content as the review's new version (revision + 1, its digest); ``shadow``:
+    what the shadow rules would make of it, kept on the ``review_edited`` event."""
     payload = {**review.payload, "original": _original(review), **content}
     review.payload = payload
     review.revision += 1
     review.digest = rules.review_digest(review.kind, payload)
     review.save(update_fields=["payload", "revision", "digest"])
+    extra: dict[str, Any] = {"shadow": list(shadow.values())} if shadow else {}
     record_event(
         review.thread,
         "review_edited",
@@ -608,6 +687,7 @@ def _rewrite(review: Review, content: Mapping[str, Any], user: Any) -> None:
         actor=user,
         revision=review.revision,
         digest=review.digest,
+        **extra,
     )
 
 
@@ -622,6 +702,8 @@ class _DryRun:
     content: dict[str, Any] | None = None
     #: The handling an edit moves the review under, when it differs from the review's.
     after: policy_rules.Handling | None = None
+    #: What the shadow rules would make of the edited content.
+    shadow: dict[str, Any] | None = None
 
 
 def _dry_run(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> _DryRun:
@@ -649,7 +731,13 @@ def _dry_run(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) ->
     content: dict[str, Any] | None = None
     if "edit" in runs:
         content = _edited_content(review, cleaned)
-        fresh = evaluate(review, tool_calls=content["tool_calls"], reply=content["reply"])
+        found = ruleset()
+        fresh = evaluate(
+            review, tool_calls=content["tool_calls"], reply=content["reply"], rule_set=found
+        )
+        shadow = shadow_verdicts(
+            review, tool_calls=content["tool_calls"], reply=content["reply"], rule_set=found
+        )
         try:
             moved = policy_rules.after_edit(current, fresh)
         except policy_rules.EditConflictError as exc:
@@ -680,6 +768,7 @@ def _dry_run(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) ->
             edited=True,
             content=content,
             after=after,
+            shadow=shadow,
         )
     return _DryRun(plain=required <= 1, required=required)
 
@@ -711,7 +800,7 @@ def gate(review: Review, user: Any, cleaned: Mapping[str, Any], via: Any) -> Ver
             required = after.approvals
             if required <= 1:
                 return Verdict(decision=dict(cleaned))
-        _rewrite(review, dry_run.content, user)
+        _rewrite(review, dry_run.content, user, dry_run.shadow)
     approval, created = Approval.objects.get_or_create(
         review=review,
         user=user,
@@ -754,5 +843,7 @@ __all__ = [
     "lapsed_approvals",
     "review_mirrored",
     "ruleset",
+    "shadow_key",
+    "shadow_verdicts",
     "waiting_for",
 ]

@@ -27,6 +27,7 @@ def rule_form(**fields: Any) -> dict[str, Any]:
         "name": "large refunds",
         "position": "10",
         "enabled": "on",
+        "mode": "enforce",
         "assistant": "",
         "kind": "",
         "tool": "refund_*",

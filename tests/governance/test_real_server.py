@@ -14,7 +14,7 @@ import nitro_assistants
 from nitro_assistants import services
 from nitro_assistants.exceptions import PolicyForbiddenError
 from nitro_assistants.models import Approval, Decision, Event, Policy, Review, Thread
-from nitro_assistants.services import governance
+from nitro_assistants.services import governance, rule_trials
 from nitro_assistants.testing.launchers import CeleryWorker
 from tests.core.conftest import wait_for
 from tests.governance.conftest import reviewer
@@ -128,3 +128,42 @@ def test_a_deadline_escalates_then_rejects_on_the_server(
     assert "Refunded" not in result  # the refund never ran
     verbs = list(Event.objects.filter(review=review).values_list("verb", flat=True))
     assert verbs.count("review_escalated") == 1 and verbs.count("review_auto_decided") == 1
+
+
+def test_shadow_rules_never_act_on_the_server_and_their_agreement_shows(
+    assistant: Any, finance: Group
+) -> None:
+    refuse = Policy.objects.create(
+        name="refuse refunds above 100 (trial)",
+        mode=Policy.Mode.SHADOW,
+        position=25,
+        tool="refund_*",
+        conditions=[{"path": "amount", "op": "gt", "value": 100}],
+        action=Policy.Action.AUTO_REJECT,
+        reason="trial",
+    )
+    through = Policy.objects.create(
+        name="refunds up to 100 go through (trial)",
+        mode=Policy.Mode.SHADOW,
+        position=25,
+        tool="refund_*",
+        conditions=[{"path": "amount", "op": "lte", "value": 100}],
+        action=Policy.Action.AUTO_APPROVE,
+    )
+    alice, bob = reviewer("alice", finance), reviewer("bob", finance)
+    large = ask_refund(300)  # "large refunds" acts; the trial would have refused it
+    review = pending(large)
+    services.decide(review, alice, body(review), via="admin")
+    services.decide(review, bob, body(review), via="admin")
+    applied(review)
+    assert tool_results(assistant, large) == ["Refunded 300 on order 7"]  # not refused
+    mid = ask_refund(80)  # no enforced rule; the trial would have approved it at once
+    review = pending(mid)
+    assert assistant.under_review(thread_id=str(mid.thread_id)) is not None  # it waited
+    services.decide(review, alice, body(review), via="admin")
+    applied(review)
+    assert tool_results(assistant, mid) == ["Refunded 80 on order 7"]
+
+    found = rule_trials.shadow_agreement([refuse, through])
+    assert (found[refuse.pk].agreed, found[refuse.pk].disagreed) == (0, 1)
+    assert (found[through.pk].agreed, found[through.pk].disagreed) == (1, 0)

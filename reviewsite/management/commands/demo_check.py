@@ -102,6 +102,7 @@ class Command(BaseCommand):
                 follow_up = self.decide_tool_call(page, tool_call.pk)
                 steps = self.approve_plan(page, plan.pk)
                 self.check_governance(page, governed)
+                self.check_shadow(page)
                 self.approve_quorum(
                     page,
                     governed["quorum"].pk,
@@ -339,6 +340,29 @@ class Command(BaseCommand):
         text = page.content()
         if "review_auto_decided" not in text or "Small refunds go through" not in text:
             raise CommandError(f"thread {auto.thread_id}'s events do not name the rule")
+
+    def check_shadow(self, page: Page) -> None:
+        """The shadow rule's agreement on the rule list (the seed's two approved replies: it
+        would have approved them), its page of verdicts, and a replay of the enabled rules (the
+        shadow one acting) over the decided reviews."""
+        self.open(page, "/admin/nitro_assistants/policy/", "rules-shadow")
+        row = page.locator("#result_list tbody tr", has_text="Replies go through (trial)")
+        agreement = " ".join(row.locator("td.field-does").all_inner_texts())
+        if "100% · 2 of 2" not in agreement:
+            raise CommandError(f"the shadow rule's agreement reads {agreement!r}")
+        with page.expect_navigation():
+            row.locator("a.nitro-agreement").click()
+        self.check_page(page, 200, page.url, "rule-agreement")
+        listed = page.locator("#nitro-agreement-rows tbody tr").count()
+        if listed != 2:
+            raise CommandError(f"the shadow rule's page lists {listed} verdicts, not 2")
+        self.open(page, "/admin/nitro_assistants/policy/replay/", "rules-replay")
+        with page.expect_navigation():
+            page.click("input[name=_replay]")
+        self.check_page(page, 200, page.url, "rules-replayed")
+        changed = page.locator("#nitro-replay-changed").inner_text().strip()
+        if not changed.isdigit() or int(changed) < 2:
+            raise CommandError(f"the replay says {changed!r} reviews would change, not 2 or more")
 
     def approve_quorum(self, page: Page, pk: int, users: tuple[str, str], password: str) -> None:
         """The admin approves the large refund: it stays pending, 1 of 2; the Finance reviewer

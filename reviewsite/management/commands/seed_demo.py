@@ -63,7 +63,8 @@ def seeded_pending() -> list[Review]:
 
 def example_rules() -> list[Policy]:
     """Rules that show each kind of handling: approved at once, refused at once, two approvals
-    by a group, a deadline that escalates, and a rule on a reply's text. The seeded refunds and
+    by a group, a deadline that escalates, a rule on a reply's text, and a rule in the shadow
+    (tried, never acting). The seeded refunds and
     cancellation meet them; ask the assistant to move an appointment to Wednesday or Saturday to
     see the others."""
     dispatch, _ = Group.objects.get_or_create(name="Dispatch")
@@ -121,6 +122,15 @@ def example_rules() -> list[Policy]:
             "kind": "reply",
             "conditions": [{"path": "content", "op": "matches", "value": "(?i)refund"}],
             "approvals": 2,
+        },
+        {
+            # In the shadow: tried on every reply, never acting; the rule list shows how often
+            # people agreed (the two replies the seed approves: 100% · 2 of 2).
+            "name": "Replies go through (trial)",
+            "position": 45,
+            "mode": Policy.Mode.SHADOW,
+            "kind": "reply",
+            "action": Policy.Action.AUTO_APPROVE,
         },
     ]
     return [
