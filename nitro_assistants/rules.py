@@ -730,7 +730,11 @@ def expired_answer(pending: PendingReview, expired_at: str) -> dict[str, Any]:
         return clean_dialect_decision(pending, {"answers": answers, "note": reason})
     else:
         return {"answer": None, "note": reason}  # a typed interaction: expired_resume_value
-    return clean_review_decision(pending, body)
+    cleaned = clean_review_decision(pending, body)
+    for call in cleaned.get("tool_calls") or []:
+        if call["action"] == "reject":  # the model reads this reason (a person's it does not)
+            call["expired"] = True
+    return cleaned
 
 
 def expired_resume_value(decided_by: str, expired_at: str) -> dict[str, Any]:

@@ -416,3 +416,26 @@ def test_a_persons_decision_and_the_expiry_sweep_racing_end_it_once(
         # The sweep skipped the locked review, or found it decided: nothing of its own.
         assert outcomes["sweep"].get("expired", 0) == 0
         assert not Event.objects.filter(review=review, verb="review_expired").exists()
+
+
+def test_only_an_expirys_rejection_reason_reaches_the_model() -> None:
+    from nitro_assistants.client.review import build_resume
+
+    pending = refund_pause(10)
+    reason = rules.expiry_reason(STAMP)
+
+    def sent(item: dict[str, Any]) -> dict[str, Any]:
+        resume = build_resume(
+            pending,
+            reply=None,
+            tool_calls=[{"id": "call_0", **item}],
+            answer=None,
+            reviewer_id="x",
+            reviewed_at=STAMP,
+        )
+        return resume[pending.interrupt_id]["decisions"][0]
+
+    expired = rules.expired_answer(pending, STAMP)["tool_calls"][0]
+    assert sent(expired)["message"] == reason
+    person = sent({"action": "reject", "message": "customer is a fraudster"})
+    assert "message" not in person  # a person's reason stays in the metadata
