@@ -58,9 +58,10 @@ def assert_demo_passed(done: subprocess.CompletedProcess[str]) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "login: admin / " in done.stdout
     # The four kinds, plus the governed ones: the small refund's reply (its refund approved by
-    # its rule), the large refund (two approvals) and the escalated cancellation.
+    # its rule), the large refund (two approvals), the escalated cancellation and the expired
+    # deposit refund's reply (the assistant told nobody answered).
     assert (
-        "seeded: 7 pending reviews (plan, question, reply, reply, tool_calls, tool_calls, "
+        "seeded: 8 pending reviews (plan, question, reply, reply, reply, tool_calls, tool_calls, "
         "tool_calls)" in done.stdout
     )
     assert "finance login: finance / " in done.stdout
