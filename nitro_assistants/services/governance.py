@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from nitro_assistants import policy_rules, rules, signals
 from nitro_assistants.conf import app_settings
-from nitro_assistants.exceptions import ThreadResumptionError
+from nitro_assistants.exceptions import ReviewsStoppedError, ThreadResumptionError
 from nitro_assistants.models import Decision, Notification, Review, ReviewHandling
 from nitro_assistants.services import notifications, stops
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
@@ -106,6 +106,7 @@ def _apply(review: Review, row: ReviewHandling, now: datetime.datetime) -> str:
     caller unless a decision was recorded (then it is saved here, before the decision)."""
     handling = row.handling
     review.handling = row
+    stage = row.stage
     action = (
         handling.on_deadline
         if row.stage == ReviewHandling.Stage.WAITING
@@ -115,7 +116,7 @@ def _apply(review: Review, row: ReviewHandling, now: datetime.datetime) -> str:
         # The pause's own expiry came first (or it is this deadline's): the earlier wins.
         row.stage = ReviewHandling.Stage.DONE
         row.save(update_fields=["stage"])
-        return _expire(review, review.expires_at, handling.rule_name)
+        return _unless_stopped(row, stage, _expire(review, review.expires_at, handling.rule_name))
     if action == policy_rules.ESCALATE:
         row.stage = ReviewHandling.Stage.ESCALATED
         row.group_id = handling.escalate_to_id
@@ -149,12 +150,15 @@ def _apply(review: Review, row: ReviewHandling, now: datetime.datetime) -> str:
     row.stage = ReviewHandling.Stage.DONE
     if action == policy_rules.EXPIRE:  # with its expires_at set when handled: not reached
         row.save(update_fields=["stage"])
-        return _expire(review, row.due_at or now, handling.rule_name)
+        return _unless_stopped(row, stage, _expire(review, row.due_at or now, handling.rule_name))
     if action in (policy_rules.APPROVE, policy_rules.REJECT):
         row.save(update_fields=["stage"])
         try:
             with transaction.atomic():
                 _decide_as(review, "deadline", handling, action)
+        except ReviewsStoppedError:
+            # A stop committed after the sweep asked: frozen, its deadline left due.
+            return _unless_stopped(row, stage, "stopped")
         except ThreadResumptionError as exc:  # e.g. a call that does not allow approval
             record_event(
                 review.thread,
@@ -173,13 +177,26 @@ def _apply(review: Review, row: ReviewHandling, now: datetime.datetime) -> str:
     return "overdue"
 
 
+def _unless_stopped(row: ReviewHandling, stage: str, done: str) -> str:
+    """``done``; when it is ``"stopped"`` (a stop froze the review after the sweep asked), the
+    deadline is left due at its ``stage``, applied by the first sweep after the resume."""
+    if done == "stopped":
+        row.stage = stage
+        row.save(update_fields=["stage"])
+    return done
+
+
 def _expire(review: Review, at: datetime.datetime, rule_name: str = "") -> str:
     """Expire ``review`` (its row lock held) through ``services.decide`` as the expiry:
-    ``"expired"``, or ``"failed"`` (a ``expiry_failed`` event and an error in the log) when
-    the pause allows no answer that tells the assistant; it then stays for people."""
+    ``"expired"``; ``"stopped"`` when a stop froze it (committed after the sweep asked: it
+    stays pending, expired after the resume); or ``"failed"`` (a ``expiry_failed`` event and an
+    error in the log) when the pause allows no answer that tells the assistant: it then stays
+    for people."""
     try:
         with transaction.atomic():
             decide(review, ExpiryActor(expired_at=at, rule_name=rule_name), {})
+    except ReviewsStoppedError:
+        return "stopped"
     except ThreadResumptionError as exc:
         record_event(review.thread, "expiry_failed", review=review, error=str(exc), rule=rule_name)
         logger.error("Review %s could not be expired: %s", review.pk, exc)

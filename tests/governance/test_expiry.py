@@ -439,3 +439,169 @@ def test_only_an_expirys_rejection_reason_reaches_the_model() -> None:
     assert sent(expired)["message"] == reason
     person = sent({"action": "reject", "message": "customer is a fraudster"})
     assert "message" not in person  # a person's reason stays in the metadata
+
+
+@pytest.mark.postgresql("row locks with SKIP LOCKED")
+@pytest.mark.django_db(transaction=True)
+def test_a_decision_holding_the_lock_is_skipped_by_the_sweep_and_stands(
+    queued: list[Any], expire_rule: Policy
+) -> None:
+    """Directed: the person's decision holds the review's lock (not committed yet) while the
+    sweep runs; the sweep skips it, and the decision stands."""
+    from django.db import transaction
+
+    review = mirror(refund_pause(300))
+    alice = reviewer("alice")
+    body = approve(review)
+    decided, swept = threading.Event(), threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def person() -> None:
+        try:
+            with transaction.atomic():
+                outcome["person"] = services.decide(review.pk, alice, body, via="admin")
+                decided.set()
+                swept.wait(timeout=120)
+        finally:
+            decided.set()
+            connection.close()
+
+    thread = threading.Thread(target=person)
+    thread.start()
+    assert decided.wait(timeout=120)
+    try:
+        assert governance.sweep_deadlines(now=at(31)) == {}  # locked: skipped, not waited for
+    finally:
+        swept.set()
+        thread.join(timeout=120)
+    assert isinstance(outcome["person"], Decision)
+    assert governance.sweep_deadlines(now=at(32)) == {}  # decided: nothing left to expire
+    review.refresh_from_db()
+    assert review.status == "decided"
+    assert not Event.objects.filter(review=review, verb="review_expired").exists()
+
+
+@pytest.mark.postgresql("row locks")
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("on_deadline", ["expire", "reject"])
+@pytest.mark.parametrize("round_", range(3))
+def test_a_stop_and_the_deadline_sweep_racing_have_one_outcome(
+    queued: list[Any], on_deadline: str, round_: int
+) -> None:
+    """Whichever commits first: the deadline's decision stands, or the stop froze the review
+    and its deadline is left due, applied by the first sweep after the resume (never marked
+    failed, never lost)."""
+    Policy.objects.create(
+        name="refunds lapse",
+        tool="refund_*",
+        deadline=datetime.timedelta(minutes=30),
+        on_deadline=on_deadline,
+    )
+    done = {"expire": "expired", "reject": "rejected"}[on_deadline]
+    review = mirror(refund_pause(300))
+    ops = stopper()
+    barrier = threading.Barrier(2)
+    counts: dict[str, int] = {}
+    made: list[Any] = []
+
+    def stop() -> None:
+        barrier.wait()
+        try:
+            made.append(stops.stop(ops, scope="all", reason=f"race {round_}"))
+        finally:
+            connection.close()
+
+    def sweep() -> None:
+        barrier.wait()
+        try:
+            counts.update(governance.sweep_deadlines(now=at(31)))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=stop), threading.Thread(target=sweep)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    review.refresh_from_db()
+    decisions = Decision.objects.filter(review=review).count()
+    assert not Event.objects.filter(verb__in=["deadline_failed", "expiry_failed"]).exists()
+    if review.status != "pending":  # the deadline committed before the stop froze it
+        assert counts == {done: 1} and decisions == 1
+        return
+    # Frozen first: no deadline decided anything in its scope, and it is still due.
+    assert decisions == 0 and set(counts) <= {"stopped"}
+    stops.resume(made[0], ops, stage="reviews")
+    assert governance.sweep_deadlines(now=at(32)) == {done: 1}
+
+
+def test_an_expired_question_answers_409_expired_over_the_sessions_api(queued: list[Any]) -> None:
+    opener = User.objects.create_user("opener", password="pw")
+    interaction = {
+        "interactionId": "int-9",
+        "kind": "question",
+        "expiresAt": at(5).isoformat(),
+        "questions": [{"questionId": "q1", "prompt": "Which day?", "type": "text"}],
+    }
+    iid = uuid.uuid4().hex
+    thread = Thread.objects.create(assistant_key="walkthrough", opened_by=opener)
+    run = Run.objects.create(thread=thread, input={})
+    pending = PendingReview(
+        kind="question",
+        interrupt_id=iid,
+        interrupt_ids=[iid],
+        interaction=interaction,
+        raw_interrupts=[{"id": iid, "value": {"type": "interaction", "interaction": interaction}}],
+    )
+    review = mirror_pending(thread, run, pending)
+    assert review is not None
+    assert governance.sweep_deadlines(now=at(6)) == {"expired": 1}
+    client = Client()
+    client.force_login(opener)
+    response = client.post(
+        f"/nitro/api/sessions/{thread.thread_id}/interactions/int-9/decide",
+        data=json.dumps(
+            {
+                "decision": "answer",
+                "answers": [{"questionId": "q1", "text": "Tuesday"}],
+                "revision": review.revision,
+                "digest": review.digest,
+            }
+        ),
+        content_type="application/json",
+    )
+    assert response.status_code == 409, response.content
+    assert response.json()["code"] == "expired"
+
+
+@pytest.mark.parametrize("on_deadline", ["expire", "reject"])
+def test_a_stop_committed_after_the_sweep_asked_leaves_the_deadline_due(
+    queued: list[Any], monkeypatch: pytest.MonkeyPatch, on_deadline: str
+) -> None:
+    """Directed: the sweep's own stop check saw no stop (it committed just after), and
+    ``services.decide`` refuses the frozen review: counted ``stopped``, not ``failed``, and the
+    deadline is applied after the resume."""
+    Policy.objects.create(
+        name="refunds lapse",
+        tool="refund_*",
+        deadline=datetime.timedelta(minutes=30),
+        on_deadline=on_deadline,
+    )
+    review = mirror(refund_pause(300))
+    ops = stopper()
+    row = stops.stop(ops, scope="all", reason="late stop")
+    real, asked = stops.stop_for_review, []
+
+    def late(review: Review) -> Any:  # the sweep's own check runs before the stop committed
+        asked.append(review.pk)
+        return None if len(asked) == 1 else real(review)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(governance.stops, "stop_for_review", late)
+        assert set(governance.sweep_deadlines(now=at(31))) == {"stopped"}
+    review.refresh_from_db()
+    assert review.status == "pending" and review.handling.stage == "waiting"
+    assert not Event.objects.filter(verb__in=["deadline_failed", "expiry_failed"]).exists()
+    stops.resume(row, ops, stage="reviews")
+    done = {"expire": "expired", "reject": "rejected"}[on_deadline]
+    assert governance.sweep_deadlines(now=at(32)) == {done: 1}
