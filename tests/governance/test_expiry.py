@@ -130,7 +130,9 @@ def test_the_admin_says_plainly_that_the_review_expired(
     client = Client()
     client.force_login(admin)
     url = review_url(review)
-    assert client.get(url).status_code == 200
+    shown = client.get(url)
+    assert shown.status_code == 200
+    assert "the assistant is then told nobody answered" in shown.content.decode()
     governance.sweep_deadlines(now=at(31))
     posted = client.post(url, {**stamp(review), "call-0-action": "approve"})
     assert posted.status_code == 409
