@@ -607,3 +607,15 @@ def test_a_stop_committed_after_the_sweep_asked_leaves_the_deadline_due(
     stops.resume(row, ops, stage="reviews")
     done = {"expire": "expired", "reject": "rejected"}[on_deadline]
     assert governance.sweep_deadlines(now=at(32)) == {done: 1}
+
+
+def test_the_api_shows_when_a_review_expires(queued: list[Any], expire_rule: Policy) -> None:
+    review = mirror(refund_pause(300))
+    alice = reviewer("alice")
+    key = ApiKey.generate(alice, "tests")[1]
+    shown = (
+        Client().get(f"/nitro/api/reviews/{review.pk}", HTTP_AUTHORIZATION=f"Bearer {key}").json()
+    )
+    assert review.expires_at is not None
+    assert shown["expiresAt"] == review.expires_at.isoformat()
+    assert shown["status"] == "pending"
