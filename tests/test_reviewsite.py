@@ -80,7 +80,7 @@ def assert_demo_passed(done: subprocess.CompletedProcess[str]) -> None:
     # The check ran in chromium: every page it opened had the admin's stylesheet, and the plan's
     # steps ran the demo's operations.
     # The check counts what the seed printed: every review it left pending is in the queue.
-    assert "demo check passed: the 7 seeded pending reviews listed" in done.stdout
+    assert "demo check passed: the 8 seeded pending reviews listed" in done.stdout
     assert "pages rendered with the admin's stylesheet" in done.stdout
     assert "Moved Dana Whitfield's appointment from Monday to Tuesday" in done.stdout
     assert "Texted Sam Ortiz the new time" in done.stdout

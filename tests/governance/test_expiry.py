@@ -619,3 +619,23 @@ def test_the_api_shows_when_a_review_expires(queued: list[Any], expire_rule: Pol
     assert review.expires_at is not None
     assert shown["expiresAt"] == review.expires_at.isoformat()
     assert shown["status"] == "pending"
+
+
+def test_an_expired_reviews_slack_cards_are_updated(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    expire_rule: Policy,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from nitro_assistants import receivers
+
+    if receivers.slack is None:
+        pytest.skip("the slack extra is not installed")
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "SLACK": {"BOT_TOKEN": "x"}}
+    ended: list[int] = []
+    monkeypatch.setattr(receivers.slack, "review_ended", lambda review: ended.append(review.pk))
+    review = mirror(refund_pause(300))
+    with django_capture_on_commit_callbacks(execute=True):
+        governance.sweep_deadlines(now=at(31))
+    assert ended == [review.pk]

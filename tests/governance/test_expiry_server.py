@@ -63,6 +63,9 @@ def test_an_expired_tool_call_reaches_the_graph_as_a_rejection_that_says_so(
     assert "Expired unanswered" in results[0] and "Refunded" not in results[0]
     assert assistant.under_review(thread_id=str(thread.thread_id)) is None
     assert Event.objects.filter(review=review, verb="review_expired").count() == 1
+    # The evidence: what the expiry decided is what ran (the refund did not).
+    recorded = Event.objects.filter(review=review, verb="decision_recorded").latest("pk").data
+    assert recorded["mismatches"] == []
 
 
 def test_a_pauses_own_expires_at_is_honoured_and_the_graph_reads_it_expired(
