@@ -11,6 +11,8 @@ from typing import Any
 
 from django.conf import settings
 
+from nitro_assistants.exceptions import ConfigurationError
+
 
 class AppSettings:
     DEFAULTS: dict[str, Any] = {
@@ -235,7 +237,15 @@ class AppSettings:
         value = self._setting("EXPIRY_WARNING_LEAD")
         if value is None:
             return None
-        lead = value if isinstance(value, datetime.timedelta) else datetime.timedelta(seconds=value)
+        if isinstance(value, datetime.timedelta):
+            lead = value
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            lead = datetime.timedelta(seconds=value)
+        else:
+            raise ConfigurationError(
+                f"NITRO_ASSISTANTS['EXPIRY_WARNING_LEAD'] is {value!r}: give seconds (a number) "
+                "or a datetime.timedelta; 0 or None for no warning"
+            )
         return lead if lead > datetime.timedelta(0) else None
 
     @property

@@ -639,3 +639,31 @@ def test_an_expired_reviews_slack_cards_are_updated(
     with django_capture_on_commit_callbacks(execute=True):
         governance.sweep_deadlines(now=at(31))
     assert ended == [review.pk]
+
+
+@pytest.mark.parametrize(
+    ("value", "lead"),
+    [
+        (600, datetime.timedelta(minutes=10)),
+        (datetime.timedelta(hours=1), datetime.timedelta(hours=1)),
+        (0, None),
+        (None, None),
+    ],
+)
+def test_the_warning_lead_reads_seconds_or_a_timedelta(
+    settings: Any, value: Any, lead: Any
+) -> None:
+    from nitro_assistants.conf import app_settings
+
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "EXPIRY_WARNING_LEAD": value}
+    found = app_settings.EXPIRY_WARNING_LEAD
+    assert found == lead
+
+
+def test_a_warning_lead_that_is_no_duration_is_a_clear_configuration_error(settings: Any) -> None:
+    from nitro_assistants.conf import app_settings
+    from nitro_assistants.exceptions import ConfigurationError
+
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "EXPIRY_WARNING_LEAD": "15 min"}
+    with pytest.raises(ConfigurationError, match="EXPIRY_WARNING_LEAD"):
+        getattr(app_settings, "EXPIRY_WARNING_LEAD")  # noqa: B009 (read for its error)
