@@ -191,7 +191,7 @@ def _expire(review: Review, at: datetime.datetime, rule_name: str = "") -> str:
     ``"expired"``; ``"stopped"`` when a stop froze it (committed after the sweep asked: it
     stays pending, expired after the resume); or ``"failed"`` (a ``expiry_failed`` event and an
     error in the log) when the pause allows no answer that tells the assistant: it then stays
-    for people."""
+    for people, its expiry cleared."""
     try:
         with transaction.atomic():
             decide(review, ExpiryActor(expired_at=at, rule_name=rule_name), {})
@@ -200,6 +200,9 @@ def _expire(review: Review, at: datetime.datetime, rule_name: str = "") -> str:
     except ThreadResumptionError as exc:
         record_event(review.thread, "expiry_failed", review=review, error=str(exc), rule=rule_name)
         logger.error("Review %s could not be expired: %s", review.pk, exc)
+        # Not tried again by every sweep: it stays for people, without an expiry.
+        review.expires_at = None
+        review.save(update_fields=["expires_at"])
         return "failed"
     return "expired"
 

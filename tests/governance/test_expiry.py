@@ -667,3 +667,20 @@ def test_a_warning_lead_that_is_no_duration_is_a_clear_configuration_error(setti
     settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "EXPIRY_WARNING_LEAD": "15 min"}
     with pytest.raises(ConfigurationError, match="EXPIRY_WARNING_LEAD"):
         getattr(app_settings, "EXPIRY_WARNING_LEAD")  # noqa: B009 (read for its error)
+
+
+def test_a_pause_that_allows_no_answer_saying_so_is_not_forced_and_not_retried(
+    queued: list[Any], expire_rule: Policy, caplog: pytest.LogCaptureFixture
+) -> None:
+    pause = refund_pause(300)
+    pause.tool_calls[0]["allowed_decisions"] = ["approve", "edit"]  # no reject, no respond
+    review = mirror(pause)
+    with caplog.at_level(logging.ERROR, logger="nitro_assistants"):
+        assert governance.sweep_deadlines(now=at(31)) == {"failed": 1}
+    assert "could not be expired" in caplog.text
+    assert governance.sweep_deadlines(now=at(32)) == {}  # once, not every minute
+    review.refresh_from_db()
+    assert (review.status, review.expires_at) == ("pending", None)
+    [failed] = Event.objects.filter(review=review, verb="expiry_failed")
+    assert "allows neither reject nor respond" in failed.data["error"]
+    assert not Decision.objects.filter(review=review).exists()
