@@ -240,9 +240,10 @@ def bench_sweep(total: int) -> None:
     print()
     print(
         f"- steady state (nothing due): the deadline sweep takes "
-        f"{steady_deadlines / steady_deliveries:.1f}× the delivery sweep's time (one indexed "
-        "query). Due deadlines are applied DEADLINE_BATCH_SIZE reviews per transaction, each "
-        "under its row lock (SKIP LOCKED), their events written in one INSERT"
+        f"{steady_deadlines / steady_deliveries:.1f}× the delivery sweep's time (three indexed "
+        "queries: the deadlines due, the expiries due, the warnings due). Due deadlines are "
+        "applied DEADLINE_BATCH_SIZE reviews per transaction, each under its row lock (SKIP "
+        "LOCKED), their events written in one INSERT"
     )
 
 

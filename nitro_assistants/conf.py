@@ -6,9 +6,12 @@ is read at import time. Defaults live in :attr:`AppSettings.DEFAULTS`, in one pl
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from django.conf import settings
+
+from nitro_assistants.exceptions import ConfigurationError
 
 
 class AppSettings:
@@ -38,6 +41,7 @@ class AppSettings:
         "NEXT_AFTER_DECISION": False,
         "SEPARATE_DUTIES": "quorum",
         "DEADLINE_BATCH_SIZE": 500,
+        "EXPIRY_WARNING_LEAD": 900,
         "NOTIFIERS": {},
         "NOTIFY_BASE_URL": "",
         "NOTIFY_DELAY": 10,
@@ -225,6 +229,24 @@ class AppSettings:
         """Passed deadlines one run of ``nitro_assistants.sweep_deadlines`` applies at most
         (the next run takes the rest)."""
         return int(self._setting("DEADLINE_BATCH_SIZE"))
+
+    @property
+    def EXPIRY_WARNING_LEAD(self) -> datetime.timedelta | None:
+        """How long before a review expires its reviewers are warned, once (seconds or a
+        ``timedelta``; 900: 15 minutes). ``0`` or ``None``: no warning."""
+        value = self._setting("EXPIRY_WARNING_LEAD")
+        if value is None:
+            return None
+        if isinstance(value, datetime.timedelta):
+            lead = value
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            lead = datetime.timedelta(seconds=value)
+        else:
+            raise ConfigurationError(
+                f"NITRO_ASSISTANTS['EXPIRY_WARNING_LEAD'] is {value!r}: give seconds (a number) "
+                "or a datetime.timedelta; 0 or None for no warning"
+            )
+        return lead if lead > datetime.timedelta(0) else None
 
     @property
     def NOTIFIERS(self) -> dict[str, dict[str, Any]]:

@@ -125,6 +125,11 @@ class ReviewNotPendingError(InteractionConflictError):
         self.review = review
 
 
+class ReviewExpiredError(ReviewNotPendingError):
+    """The review expired unanswered (its deadline or the pause's own ``expiresAt`` passed): no
+    decision or dismissal is taken any more (the API answers 409 ``expired``)."""
+
+
 class ReviewStateError(NitroAssistantsError):
     """A review was asked to move to a status its lifecycle does not allow from where it is
     (:data:`nitro_assistants.rules.TRANSITIONS`): a bug in the caller, never user input."""

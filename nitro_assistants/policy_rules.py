@@ -51,10 +51,12 @@ MODES: Final = (ENFORCE, SHADOW)
 ESCALATE: Final = "escalate"
 APPROVE: Final = "approve"
 REJECT: Final = "reject"
+#: The review ends ``expired``: nobody answered in time, and the assistant is told so.
+EXPIRE: Final = "expire"
 NOTHING: Final = ""
-DEADLINE_ACTIONS: Final = (NOTHING, ESCALATE, APPROVE, REJECT)
+DEADLINE_ACTIONS: Final = (NOTHING, ESCALATE, APPROVE, REJECT, EXPIRE)
 #: After an escalation, a second deadline may decide.
-AFTER_ESCALATION_ACTIONS: Final = (NOTHING, APPROVE, REJECT)
+AFTER_ESCALATION_ACTIONS: Final = (NOTHING, APPROVE, REJECT, EXPIRE)
 
 OPERATORS: Final = ("eq", "ne", "lt", "lte", "gt", "gte", "in", "contains", "matches")
 MAX_APPROVALS: Final = 10

@@ -74,7 +74,7 @@ def notify_delivery_failed(sender: Any, delivery: Any, thread: Any, **kwargs: An
 
 
 def update_slack_cards(sender: Any, review: Any, **kwargs: Any) -> None:
-    """A review ended (decided, superseded, dismissed, failed): its Slack cards say so."""
+    """A review ended (decided, superseded, dismissed, failed, expired): its Slack cards say so."""
     if slack is not None and app_settings.SLACK_ENABLED:
         slack.review_ended(review)
 
@@ -130,6 +130,9 @@ def connect() -> None:
     )
     signals.review_failed.connect(
         update_slack_cards, dispatch_uid="nitro_assistants.update_slack_cards_failed"
+    )
+    signals.review_expired.connect(
+        update_slack_cards, dispatch_uid="nitro_assistants.update_slack_cards_expired"
     )
     if anymail_inbound is not None:
         anymail_inbound.connect(decide_by_reply, dispatch_uid="nitro_assistants.decide_by_reply")

@@ -12,6 +12,7 @@ Protocol background: docs/protocol.md §4 (tool calls), §6 (replies), §8 (type
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import json
 import math
@@ -37,6 +38,7 @@ from nitro_assistants.client.review import build_resume, dialect_resume
 from nitro_assistants.exceptions import (
     InteractionConflictError,
     InteractionDecisionError,
+    ReviewExpiredError,
     ReviewNotPendingError,
     ThreadResumptionError,
 )
@@ -84,26 +86,30 @@ CANCELLED: Final = "cancelled"
 EXECUTING: Final = "executing"
 COMPLETED: Final = "completed"
 DISMISSED: Final = "dismissed"
+#: Nobody answered in time: terminal, and the assistant was told so (:func:`expired_answer`).
+EXPIRED: Final = "expired"
 
 #: Tool-call and reply reviews: decided (stored, resume enqueued), then applied on the server,
 #: or failed there; superseded when the thread moved past the pause.
 REVIEW_LIFECYCLE: Final[dict[str, tuple[str, ...]]] = {
-    PENDING: (DECIDED, SUPERSEDED, DISMISSED),
+    PENDING: (DECIDED, SUPERSEDED, DISMISSED, EXPIRED),
     DECIDED: (APPLIED, FAILED, SUPERSEDED),
     APPLIED: (),
     FAILED: (),
     SUPERSEDED: (),
     DISMISSED: (),
+    EXPIRED: (),
 }
 #: Pauses of graphs of their own (§9): as tool calls and replies, and failed straight from
 #: pending when the graph refused an answer and is stuck on the pause (then only dismissed).
 DIALECT_LIFECYCLE: Final[dict[str, tuple[str, ...]]] = {
-    PENDING: (DECIDED, SUPERSEDED, DISMISSED, FAILED),
+    PENDING: (DECIDED, SUPERSEDED, DISMISSED, FAILED, EXPIRED),
     DECIDED: (APPLIED, FAILED, SUPERSEDED),
     APPLIED: (),
     FAILED: (DISMISSED,),
     SUPERSEDED: (),
     DISMISSED: (),
+    EXPIRED: (),
 }
 #: Typed interactions (§8): the decision names the status (an approved plan executes its steps
 #: and ends completed or failed); a decision the assistant could not be told of fails it.
@@ -116,6 +122,7 @@ INTERACTION_LIFECYCLE: Final[dict[str, tuple[str, ...]]] = {
         EXECUTING,
         SUPERSEDED,
         DISMISSED,
+        EXPIRED,
     ),
     ANSWERED: (FAILED, SUPERSEDED),
     ACCEPTED: (FAILED, SUPERSEDED),
@@ -126,6 +133,7 @@ INTERACTION_LIFECYCLE: Final[dict[str, tuple[str, ...]]] = {
     FAILED: (),
     SUPERSEDED: (),
     DISMISSED: (),
+    EXPIRED: (),
 }
 TRANSITIONS: Final[dict[str, dict[str, tuple[str, ...]]]] = {
     **{kind: REVIEW_LIFECYCLE for kind in REVIEW_KINDS},
@@ -286,6 +294,8 @@ def check_stamp(
             f"Revision {shown_revision} is not the current one: {label} is at revision {revision}",
             field="revision",
         )
+    if status == EXPIRED:
+        raise expired_error(label)
     if status != PENDING:
         raise InteractionConflictError(
             f"Revision {revision} of {label} is {status}: only a pending review can be decided",
@@ -629,6 +639,135 @@ def reject_everything(
     raise ThreadResumptionError(f"A {kind} review has no plain rejection")
 
 
+def pause_expiry(
+    raw_interrupts: Sequence[Any],
+) -> tuple[datetime.datetime | None, list[str]]:
+    """When a pause expires by its own word: the earliest ``expiresAt`` (AG-UI 1.1) in its
+    interrupts' values (a typed interaction's may sit in ``value.interaction``), an ISO 8601
+    timestamp with an offset. Returns it (None: none) and why each value that is not one was
+    set aside (a value without an offset, not a text, not a date)."""
+    found: list[datetime.datetime] = []
+    problems: list[str] = []
+    for interrupt in raw_interrupts or ():
+        value = interrupt.get("value") if isinstance(interrupt, Mapping) else None
+        if not isinstance(value, Mapping):
+            continue
+        candidates = [value.get("expiresAt")]
+        inner = value.get("interaction")
+        if isinstance(inner, Mapping):
+            candidates.append(inner.get("expiresAt"))
+        for raw in candidates:
+            if raw is None:
+                continue
+            shown = json.dumps(raw)[:80] if _jsonable(raw) else repr(raw)[:80]
+            if not isinstance(raw, str):
+                problems.append(f"expiresAt {shown} is not an ISO 8601 text")
+                continue
+            try:
+                when = datetime.datetime.fromisoformat(raw)
+            except ValueError:
+                problems.append(f"expiresAt {shown} is not an ISO 8601 timestamp")
+                continue
+            if when.tzinfo is None or when.utcoffset() is None:
+                problems.append(f"expiresAt {shown} has no UTC offset")
+                continue
+            found.append(when)
+    return (min(found) if found else None), problems
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def expiry_reason(expired_at: str) -> str:
+    """What the assistant reads when a review expired at ``expired_at`` (ISO 8601)."""
+    return (
+        f"Expired unanswered: no reviewer answered before {expired_at}. "
+        "Nothing was approved; treat it as not done."
+    )
+
+
+def expired_answer(pending: PendingReview, expired_at: str) -> dict[str, Any]:
+    """What an expired review tells the assistant, per kind (docs/protocol.md#expiry), as a
+    decision is kept: ``{"tool_calls"|"reply"|"answers"|"answer", "note"}``.
+
+    - held tool calls: each rejected with :func:`expiry_reason` as its message (``respond``
+      with it where a call does not allow ``reject``); the tool does not run;
+    - a reply draft: rejected with that reason; it is not sent;
+    - an Agent Inbox request: a ``response`` with the reason (``ignore`` where responses are
+      not allowed);
+    - a plain ``interrupt()``: ``{"expired": true, "expiredAt", "reason"}``;
+    - a typed interaction: the interaction resume with ``decision: "expired"``, no answers,
+      ``expired: true``, ``expiredAt`` and the reason as its ``note``.
+
+    Raises ``ThreadResumptionError`` when the pause allows none of these (the expiry is not
+    forced: the review stays for people)."""
+    reason = expiry_reason(expired_at)
+    kind = pending.kind
+    if kind == TOOL_CALLS:
+        calls = []
+        for call in pending.tool_calls:
+            allowed = list(call.get("allowed_decisions") or TOOL_DECISIONS)
+            action = "reject" if "reject" in allowed else "respond" if "respond" in allowed else ""
+            if not action:
+                raise ThreadResumptionError(
+                    f"The held call {call.get('name')!r} allows neither reject nor respond: "
+                    "an expiry cannot tell the assistant"
+                )
+            calls.append({"id": call["id"], "action": action, "message": reason})
+        body: dict[str, Any] = {"tool_calls": calls, "note": reason}
+    elif kind == REPLY:
+        body = {"reply": {"action": "reject", "message": reason}, "note": reason}
+    elif kind in DIALECT_KINDS:
+        answers: dict[str, Any] = {}
+        for pause in pending.pauses:
+            if pause.kind == INBOX:
+                allowed = pause.allowed
+                if "response" in allowed:
+                    answers[str(pause.interrupt_id)] = {"type": "response", "args": reason}
+                elif "ignore" in allowed:
+                    answers[str(pause.interrupt_id)] = {"type": "ignore", "args": None}
+                else:
+                    raise ThreadResumptionError(
+                        "This Agent Inbox request allows neither a response nor ignore: an "
+                        "expiry cannot tell the assistant"
+                    )
+            else:
+                answers[str(pause.interrupt_id)] = {
+                    "expired": True,
+                    "expiredAt": expired_at,
+                    "reason": reason,
+                }
+        return clean_dialect_decision(pending, {"answers": answers, "note": reason})
+    else:
+        return {"answer": None, "note": reason}  # a typed interaction: expired_resume_value
+    cleaned = clean_review_decision(pending, body)
+    for call in cleaned.get("tool_calls") or []:
+        if call["action"] == "reject":  # the model reads this reason (a person's it does not)
+            call["expired"] = True
+    return cleaned
+
+
+def expired_resume_value(decided_by: str, expired_at: str) -> dict[str, Any]:
+    """The resume of a typed interaction that expired: :func:`resume_value`'s shape with
+    ``decision: "expired"``, no answers, ``expired: true`` and ``expiredAt`` (§8)."""
+    return {
+        "decision": "expired",
+        "answers": [],
+        "comments": [],
+        "disabledSteps": [],
+        "edits": {},
+        "note": expiry_reason(expired_at),
+        "decidedBy": decided_by,
+        "expired": True,
+        "expiredAt": expired_at,
+    }
+
+
 def same_review_decision(recorded: Mapping[str, Any], cleaned: Mapping[str, Any]) -> bool:
     """Whether a recorded tool-call/reply decision is the one ``cleaned`` describes (a replay)."""
     return (
@@ -671,9 +810,23 @@ class CheckedDecision:
     replay: bool = False
 
 
-def not_pending(pk: Any, status_label: str, review: object = None) -> ReviewNotPendingError:
-    """The error for a review that was decided, superseded or closed already."""
+def not_pending(
+    pk: Any, status_label: str, review: object = None, *, status: str = ""
+) -> ReviewNotPendingError:
+    """The error for a review that was decided, superseded or closed already (expired:
+    :class:`ReviewExpiredError`, when ``status`` says so)."""
+    if status == EXPIRED:
+        return expired_error(f"review #{pk}", review)
     return ReviewNotPendingError(f"Review #{pk} was already {status_label}.", review=review)
+
+
+def expired_error(label: str, review: object = None) -> ReviewExpiredError:
+    """The refusal of a decision or dismissal of a review that expired."""
+    return ReviewExpiredError(
+        f"{label[0].upper()}{label[1:]} expired unanswered: it can no longer be decided or "
+        "dismissed (the assistant was told nobody answered).",
+        review=review,
+    )
 
 
 def validate_review_decision(
@@ -734,7 +887,9 @@ def check_decision(
         cleaned = validate_review_decision(state.pending, decision, state.schemas)
     except ThreadResumptionError:
         if state.status != PENDING:
-            raise not_pending(state.pk, state.status_label, state.review) from None
+            raise not_pending(
+                state.pk, state.status_label, state.review, status=state.status
+            ) from None
         raise
     if (
         recorded is not None
@@ -743,7 +898,7 @@ def check_decision(
     ):
         return CheckedDecision(cleaned, stamp, replay=True)
     if state.status != PENDING:
-        raise not_pending(state.pk, state.status_label, state.review)
+        raise not_pending(state.pk, state.status_label, state.review, status=state.status)
     check_stamp(
         label=f"review #{state.pk}",
         revision=state.revision,

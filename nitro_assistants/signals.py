@@ -19,6 +19,12 @@ review_decided = Signal()
 #: thread moved on elsewhere. sender: Review. provides args: review (Review), reason (str)
 review_superseded = Signal()
 
+#: A review expired unanswered: its rule's deadline (``on_deadline`` ``expire``) or the pause's
+#: own ``expiresAt`` passed. Its decision (by ``expiry``) tells the assistant nobody answered;
+#: its resume is enqueued. sender: Review. provides args: review (Review), decision (Decision),
+#: expired_at (datetime)
+review_expired = Signal()
+
 #: A review failed: the assistant could not be told of its decision (refused, retries
 #: exhausted), or the graph is stuck on its pause. Not sent for a plan whose steps failed
 #: (``plan_finished``). sender: Review. provides args: review (Review), error (str)

@@ -15,7 +15,7 @@ GRAPHS = ROOT / "tests" / "graphs" / "agents.py"
 GRAPH_NAMES = ("walkthrough", "tools", "per_call", "plain", "interactions", "refunds")
 #: Graphs pausing in other dialects (docs/protocol.md §9): Agent Inbox, plain interrupt() values.
 DIALECTS = ROOT / "tests" / "graphs" / "dialects.py"
-DIALECT_GRAPHS = ("inbox", "plain_interrupt", "parallel", "schema", "slow")
+DIALECT_GRAPHS = ("inbox", "plain_interrupt", "parallel", "schema", "slow", "expiring")
 
 #: Every property-based test (hypothesis, schemathesis) draws the same examples on every run and
 #: every machine, and keeps no example database between runs: a failure is the code's, never a

@@ -154,6 +154,7 @@ NITRO_ASSISTANTS = {
         "parallel": {"api_key": "test-key", "assistant_id": "parallel"},
         "schema": {"api_key": "test-key", "assistant_id": "schema"},
         "slow": {"api_key": "test-key", "assistant_id": "slow"},
+        "expiring": {"api_key": "test-key", "assistant_id": "expiring"},
     },
     "DELIVERY_PENDING_AFTER": 300,
     "RUN_MODE": os.environ.get("NITRO_TEST_RUN_MODE", "wait"),

@@ -58,9 +58,10 @@ def assert_demo_passed(done: subprocess.CompletedProcess[str]) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "login: admin / " in done.stdout
     # The four kinds, plus the governed ones: the small refund's reply (its refund approved by
-    # its rule), the large refund (two approvals) and the escalated cancellation.
+    # its rule), the large refund (two approvals), the escalated cancellation and the expired
+    # deposit refund's reply (the assistant told nobody answered).
     assert (
-        "seeded: 7 pending reviews (plan, question, reply, reply, tool_calls, tool_calls, "
+        "seeded: 8 pending reviews (plan, question, reply, reply, reply, tool_calls, tool_calls, "
         "tool_calls)" in done.stdout
     )
     assert "finance login: finance / " in done.stdout
@@ -79,7 +80,7 @@ def assert_demo_passed(done: subprocess.CompletedProcess[str]) -> None:
     # The check ran in chromium: every page it opened had the admin's stylesheet, and the plan's
     # steps ran the demo's operations.
     # The check counts what the seed printed: every review it left pending is in the queue.
-    assert "demo check passed: the 7 seeded pending reviews listed" in done.stdout
+    assert "demo check passed: the 8 seeded pending reviews listed" in done.stdout
     assert "pages rendered with the admin's stylesheet" in done.stdout
     assert "Moved Dana Whitfield's appointment from Monday to Tuesday" in done.stdout
     assert "Texted Sam Ortiz the new time" in done.stdout

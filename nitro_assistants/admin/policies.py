@@ -390,22 +390,36 @@ class GovernanceColumns:
 
     @admin.display(description=gettext_lazy("due"), ordering="handling__due_at")
     def due(self, obj: Review) -> str:
+        if obj.status == Review.Status.EXPIRED:
+            return format_html(
+                '<span class="nitro-badge nitro-bad nitro-expired" title="{}">{}</span>',
+                obj.expires_at.isoformat() if obj.expires_at else "",
+                _("expired"),
+            )
         row = self._handling(obj)
-        if row is None or row.due_at is None:
+        due_at = row.due_at if row is not None else None
+        # The pause's own expiry (or the rule's, when it expires it) when it comes first.
+        expires = obj.expires_at is not None and (due_at is None or obj.expires_at <= due_at)
+        if expires:
+            due_at = obj.expires_at
+        if due_at is None:
             return "—"
-        left = row.due_at - timezone.now()
+        left = due_at - timezone.now()
         if obj.status != Review.Status.PENDING:
-            return format_html('<span title="{}">{}</span>', row.due_at.isoformat(), "—")
+            return format_html('<span title="{}">{}</span>', due_at.isoformat(), "—")
         if left.total_seconds() <= 0:
             return format_html(
                 '<span class="nitro-badge nitro-bad nitro-overdue" title="{}">{}</span>',
-                row.due_at.isoformat(),
+                due_at.isoformat(),
                 _("overdue"),
             )
         hours = int(left.total_seconds() // 3600)
         minutes = int(left.total_seconds() % 3600 // 60)
-        text = _("in %(h)d h %(m)d min") % {"h": hours, "m": minutes}
-        return format_html('<span title="{}">{}</span>', row.due_at.isoformat(), text)
+        if expires:
+            text = _("expires in %(h)d h %(m)d min") % {"h": hours, "m": minutes}
+        else:
+            text = _("in %(h)d h %(m)d min") % {"h": hours, "m": minutes}
+        return format_html('<span title="{}">{}</span>', due_at.isoformat(), text)
 
 
 def governance_context(review: Review) -> dict[str, Any]:

@@ -62,6 +62,7 @@ from nitro_assistants.exceptions import (
     InteractionForbiddenError,
     NitroAssistantsError,
     PolicyForbiddenError,
+    ReviewExpiredError,
     ThreadResumptionError,
 )
 from nitro_assistants.models import Decision, Delivery, Event, Review
@@ -351,6 +352,9 @@ class ReviewAdmin(
                         recorded = services.decide(
                             review.pk, request.user, {**form.decision(), **stamped}, via="admin"
                         )
+                    except ReviewExpiredError as exc:  # said plainly, not as a stale form
+                        messages.error(request, str(exc))
+                        stale, status = True, 409
                     except InteractionConflictError:
                         stale, status = True, 409
                     except PolicyForbiddenError as exc:  # the rule's group, one's own run
@@ -364,6 +368,9 @@ class ReviewAdmin(
                     else:
                         messages.success(request, recorded_message(review, recorded, asked))
                         return HttpResponseRedirect(self.after_decision_url(request, review))
+                elif review.status == Review.Status.EXPIRED:
+                    messages.error(request, str(rules.expired_error(f"review #{review.pk}")))
+                    stale, status = True, 409
                 elif review.status != Review.Status.PENDING or not stamp.rendered_from(review):
                     # Checked against the review as it is now, the fields of a form rendered
                     # from an earlier revision (a quorum edit since) read as changes the

@@ -12,6 +12,7 @@ from nitro_assistants.exceptions import (
     InteractionDecisionError,
     InteractionForbiddenError,
     NitroAssistantsError,
+    ReviewExpiredError,
     ThreadResumptionError,
 )
 
@@ -24,6 +25,8 @@ CODES = (
     "forbidden",
     "not_found",
     "conflict",
+    # The review expired unanswered: no decision or dismissal any more.
+    "expired",
     "payload_too_large",
     "unsupported_media_type",
     "rate_limit_exceeded",
@@ -78,12 +81,15 @@ class ApiError(NitroAssistantsError):
 
 def refused(error: ThreadResumptionError, *, field: str | None = None) -> ApiError:
     """The answer to a decision ``services.decide`` refused, for every endpoint that decides:
-    409 ``conflict`` (stale: another revision or digest, or decided already), 403 ``forbidden``,
+    409 ``conflict`` (stale: another revision or digest, or decided already), 409 ``expired``
+    (the review expired unanswered), 403 ``forbidden``,
     400 ``invalid_json`` (the decision does not fit). ``details.field`` is the field the service
     named (none for the body as a whole); the client's own check of held calls or a reply names
     none, so the caller says which part of the body it was (``field``)."""
     where = (error.field or None) if isinstance(error, InteractionDecisionError) else field
     issues = error.issues if isinstance(error, InteractionDecisionError) else None
+    if isinstance(error, ReviewExpiredError):
+        return ApiError(409, "expired", str(error), field=where, issues=issues)
     if isinstance(error, InteractionConflictError):
         return ApiError(409, "conflict", str(error), field=where, issues=issues)
     if isinstance(error, InteractionForbiddenError):

@@ -279,6 +279,7 @@ def _review_schemas() -> dict[str, Any]:
             "digest",
             "interruptIds",
             "requestedAt",
+            "expiresAt",
             "sessionId",
             "assistant",
             "tool_calls",
@@ -297,6 +298,12 @@ def _review_schemas() -> dict[str, Any]:
             "digest": {"type": "string"},
             "interruptIds": {"type": "array", "items": {"type": "string"}},
             "requestedAt": {"type": "string", "format": "date-time"},
+            "expiresAt": {
+                "type": ["string", "null"],
+                "format": "date-time",
+                "description": "When it expires unanswered (its rule's deadline or the pause's "
+                "own expiresAt, the earlier); null: never. Decisions after it answer 409 expired.",
+            },
             "sessionId": {"type": "string", "format": "uuid"},
             "assistant": {"type": "string", "description": "The assistant's key (settings)."},
             "tool_calls": {

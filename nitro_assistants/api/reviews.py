@@ -75,6 +75,8 @@ def describe_review(review: Review) -> dict[str, Any]:
         "digest": review.digest,
         "interruptIds": [str(i) for i in review.interrupt_ids],
         "requestedAt": review.requested_at.isoformat(),
+        # When it expires unanswered (its rule's deadline or the pause's own expiresAt).
+        "expiresAt": review.expires_at.isoformat() if review.expires_at else None,
         "sessionId": str(review.thread.thread_id),
         "assistant": review.thread.assistant_key,
         "tool_calls": None,

@@ -156,6 +156,10 @@ def _tool_decision(call: dict[str, Any], review: dict[str, Any]) -> dict[str, An
         # The reason itself is recorded, never shown to the model (which gets LangChain's
         # neutral notice): it travels in the resume's metadata, see ``review_messages``.
         raise _fail(f"The reject message for tool call `{call['id']}` must be text")
+    elif action == "reject" and review.get("expired") is True and review.get("message"):
+        # An expiry's rejection is no person's reason: the model is told plainly that nobody
+        # answered in time, so it does not take the call for refused on its merits.
+        decision["message"] = review["message"]
     return decision
 
 

@@ -19,6 +19,7 @@ class Notification(models.Model):
         REQUESTED = "requested", _("review requested")
         ESCALATED = "escalated", _("review escalated")
         OVERDUE = "overdue", _("review overdue")
+        EXPIRING = "expiring", _("review about to expire")
         DELIVERY_FAILED = "delivery_failed", _("delivery failed")
 
     class Status(models.TextChoices):

@@ -46,11 +46,13 @@ class Policy(models.Model):
         ESCALATE = policy_rules.ESCALATE, _("escalate")
         APPROVE = policy_rules.APPROVE, _("approve")
         REJECT = policy_rules.REJECT, _("reject")
+        EXPIRE = policy_rules.EXPIRE, _("expire (the assistant is told nobody answered)")
 
     class AfterEscalation(models.TextChoices):
         NOTHING = policy_rules.NOTHING, _("nothing (flag it overdue)")
         APPROVE = policy_rules.APPROVE, _("approve")
         REJECT = policy_rules.REJECT, _("reject")
+        EXPIRE = policy_rules.EXPIRE, _("expire (the assistant is told nobody answered)")
 
     name = models.CharField(max_length=100, unique=True)
     position = models.PositiveIntegerField(

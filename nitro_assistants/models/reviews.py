@@ -37,7 +37,8 @@ class Review(models.Model):
       ``failed`` when the graph refused an answer and is stuck on the pause.
 
     Any pending review may be ``dismissed`` (the pause ended without an answer); a stuck
-    ``inbox``/``interrupt`` review too.
+    ``inbox``/``interrupt`` review too. Any pending review may be ``expired`` (nobody answered
+    in time: the assistant is told so by a decision recorded by the expiry); terminal.
     """
 
     class Kind(models.TextChoices):
@@ -57,6 +58,9 @@ class Review(models.Model):
         APPLIED = "applied", _("applied")
         FAILED = "failed", _("failed")
         DISMISSED = "dismissed", _("dismissed")
+        # Nobody answered before its deadline or the pause's own expiresAt: the assistant was
+        # told so (docs/governance.md#expiry). Terminal.
+        EXPIRED = "expired", _("expired")
         # typed interactions (docs/protocol.md §8)
         ANSWERED = "answered", _("answered")
         ACCEPTED = "accepted", _("accepted")
@@ -81,6 +85,17 @@ class Review(models.Model):
     origin = models.CharField(max_length=16, blank=True, default="assistant")
     requested_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text=_(
+            "When it expires unanswered: the pause's own expiresAt or its rule's deadline, "
+            "the earlier"
+        ),
+    )
+    expiry_warned_at = models.DateTimeField(
+        null=True, blank=True, help_text=_("When its reviewers were warned it will expire")
+    )
 
     class Meta:
         verbose_name = _("review")
@@ -100,6 +115,12 @@ class Review(models.Model):
         ]
         indexes = [
             models.Index(fields=["status", "requested_at"], name="nitro_review_queue_idx"),
+            # The expiry sweep: pending reviews that expire.
+            models.Index(
+                fields=["expires_at"],
+                condition=models.Q(status="pending", expires_at__isnull=False),
+                name="nitro_review_expiry_idx",
+            ),
             # The admin queue across every status: pending first, oldest first, no sort.
             models.Index(
                 pending_first(),

@@ -35,7 +35,7 @@ from nitro_assistants.services.audit import events_batched
 from nitro_assistants.services.enqueue import enqueue
 from nitro_assistants.services.interactions import decide_interaction, username
 from nitro_assistants.services.lifecycle import supersede, transition
-from nitro_assistants.services.policy_enforcement import gate
+from nitro_assistants.services.policy_enforcement import ExpiryActor, gate
 from nitro_assistants.services.sql import ids, reads, writes
 
 #: Who is deciding: through the admin, through the JSON API, from a Slack card, by replying to a
@@ -286,6 +286,8 @@ def decide(
         if not may_decide(user, locked, via):
             raise refusal(locked, via, user)
         stops.check_review(locked)  # frozen by a stop: refused, whoever decides
+        if isinstance(user, ExpiryActor):  # nobody answered in time: the assistant is told
+            return _expire(locked, user)
         if locked.kind in rules.INTERACTION_KINDS:
             recorded = functools.cache(lambda: _latest_interaction_decision(locked, user))
             answer = rules.check_interaction_decision(
@@ -437,7 +439,59 @@ def dismiss(review: Review | int, user: Any, *, via: Channel = None) -> Review:
 
 
 def _not_pending(review: Review) -> ReviewNotPendingError:
-    return rules.not_pending(review.pk, str(review.get_status_display()), review)
+    return rules.not_pending(
+        review.pk, str(review.get_status_display()), review, status=review.status
+    )
+
+
+def _expire(review: Review, actor: ExpiryActor) -> Decision:
+    """Record that nobody answered ``review`` in time (its row lock held): a decision by the
+    expiry telling the assistant so, per kind (:func:`nitro_assistants.rules.expired_answer`),
+    the review ``expired`` (``review_expired``), its resume enqueued. Raises
+    ``ReviewNotPendingError`` (a decision came first) and ``ThreadResumptionError`` (the pause
+    allows no answer that says so); nothing is stored then."""
+    if review.status != rules.PENDING:
+        raise _not_pending(review)
+    at = actor.expired_at.isoformat()
+    cleaned = rules.expired_answer(pending_review_of(review), at)
+    who = username(actor)
+    answer: dict[str, Any] | None
+    if review.kind in rules.INTERACTION_KINDS:
+        answer = rules.expired_resume_value(who, at)
+        run_input: dict[str, Any] = {"answer": answer}
+    elif cleaned.get("answers") is not None:
+        answer = {"answers": cleaned["answers"]}
+        run_input = {"answers": cleaned["answers"]}
+    else:
+        answer = None
+        run_input = {"reply": cleaned.get("reply"), "tool_calls": cleaned.get("tool_calls")}
+    run = Run.objects.create(thread=review.thread, kind=Run.Kind.RESUME, input=run_input)
+    record = Decision.objects.create(
+        review=review,
+        reviewer_id=who,
+        interrupt_id=review.interrupt_id or "",
+        reply=cleaned.get("reply"),
+        tool_calls=cleaned.get("tool_calls"),
+        answer=answer,
+        note=str(cleaned.get("note") or ""),
+        channel=channel_of(actor, None),
+        decided_at=timezone.now(),
+        run=run,
+    )
+    transition(
+        review,
+        rules.EXPIRED,
+        actor=actor,
+        run=run,
+        at=record.decided_at,
+        expired_at=at,
+        rule=actor.rule_name,
+        actions=record.actions,
+        decision=record.pk,
+        signal_kwargs={"decision": record, "expired_at": actor.expired_at},
+    )
+    enqueue("nitro_assistants.resume_thread", record.pk)
+    return record
 
 
 def _record(

@@ -39,6 +39,8 @@ EFFECTS: dict[str, tuple[str, Signal | None]] = {
     # Ended without an answer (Agent Inbox's "ignore thread"): no longer pending, like a
     # superseded review, with the reason "dismissed".
     rules.DISMISSED: ("review_dismissed", signals.review_superseded),
+    # Nobody answered in time; the expiry's decision tells the assistant so.
+    rules.EXPIRED: ("review_expired", signals.review_expired),
 }
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -28,6 +29,8 @@ from nitro_assistants.services.sql import ids, reads, writes
 #: thread it is kept in): an id taken from the reviews' sequence for the review the mirror may
 #: insert, which then rides on the events' statement instead of being an INSERT of its own.
 REVIEW_ID = "next_review_id"
+
+logger = logging.getLogger("nitro_assistants")
 
 
 #: The attribute of the caller's thread that keeps the policy rules' stamp the thread's locked
@@ -171,6 +174,10 @@ def _review_fields(thread: Thread, pending: Any) -> dict[str, Any]:
             fields["payload"]["problems"] = problems
     else:
         fields["digest"] = rules.review_digest(fields["kind"], fields["payload"])
+    expires_at, problems = rules.pause_expiry(getattr(pending, "raw_interrupts", None) or [])
+    for problem in problems:  # set aside: the review keeps its rule's deadline, if any
+        logger.warning("Thread %s: %s; ignored", thread.thread_id, problem)
+    fields["expires_at"] = expires_at
     return fields
 
 

@@ -144,6 +144,7 @@ TEXTS: dict[str, str] = {
     Notification.Kind.REQUESTED: "waits for a review",
     Notification.Kind.ESCALATED: "was escalated to you",
     Notification.Kind.OVERDUE: "is overdue",
+    Notification.Kind.EXPIRING: "expires soon unanswered",
     Notification.Kind.DELIVERY_FAILED: "a reply could not be delivered",
 }
 

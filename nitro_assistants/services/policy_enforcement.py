@@ -86,6 +86,27 @@ class PolicyActor:
         return self.reviewer_id
 
 
+@dataclasses.dataclass(frozen=True)
+class ExpiryActor:
+    """Who ends a review nobody answered in time (``services.decide`` records it ``expired``):
+    its rule's deadline (``rule_name``) or the pause's own ``expiresAt`` (no rule). Not a user;
+    the decision's ``reviewer_id`` is ``expiry:<rule>`` (``expiry`` for the pause's own), its
+    channel ``deadline``."""
+
+    expired_at: datetime.datetime
+    rule_name: str = ""
+    by: str = "deadline"
+    pk: None = None
+    is_authenticated: bool = False
+
+    @property
+    def reviewer_id(self) -> str:
+        return f"expiry:{self.rule_name}" if self.rule_name else "expiry"
+
+    def get_username(self) -> str:
+        return self.reviewer_id
+
+
 # -- the rules ----------------------------------------------------------------------------------
 
 
@@ -363,6 +384,15 @@ def give_handling(
         "stage": ReviewHandling.Stage.WAITING,
         "escalated_at": None,
     }
+    expires = _due(now, handling.deadline)
+    if (
+        handling.on_deadline == policy_rules.EXPIRE
+        and expires is not None
+        and (review.expires_at is None or expires < review.expires_at)
+    ):
+        # The rule's deadline expires the review: the earlier of it and the pause's own.
+        review.expires_at = expires
+        writes.save(review, ["expires_at"])  # merged into the new review's queued insert
     if new:
         # Queued: it rides on the batch's audit statement (the review's row is new).
         row = writes.insert(ReviewHandling(review=review, **fields))

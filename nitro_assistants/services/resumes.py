@@ -156,7 +156,8 @@ def _applied(record: Decision, review: Review, run: Run, result: Any, messages: 
         record.outcome = Decision.Outcome.APPLIED
         record.applied_at = timezone.now()
         writes.save(record, ["outcome", "applied_at"])
-        if review.kind not in rules.INTERACTION_KINDS:  # an interaction keeps its decided status
+        if review.kind not in rules.INTERACTION_KINDS and review.status != rules.EXPIRED:
+            # An interaction keeps its decided status, an expired review stays expired.
             transition(review, rules.APPLIED, run=run, at=record.applied_at)
         else:
             record_event(thread, "review_applied", review=review, run=run)

@@ -332,6 +332,8 @@ def card(review: Review) -> list[dict[str, Any]]:
 
 def ending(review: Review) -> str:
     """How ``review`` ended, who and where: "Approved by jane in Slack"."""
+    if review.status == Review.Status.EXPIRED:
+        return "Expired: nobody answered in time; the assistant was told so"
     try:
         decision: Decision | None = review.decision
     except Decision.DoesNotExist:

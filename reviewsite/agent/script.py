@@ -77,6 +77,8 @@ SMALL_REFUND = "The technician was an hour late. Can I get the $20 call-out fee 
 LARGE_REFUND = "Your technician flooded my kitchen. Please refund the $480 I paid."
 #: A cancellation, whose rule's deadline passes during the seed: the sweep escalates it.
 CANCEL = "Please cancel my appointment, I'm moving away."
+#: A deposit refund, whose rule expires it unanswered during the seed: the assistant is told.
+DEPOSIT_REFUND = "I cancelled last week's booking. Please refund my $75 deposit."
 
 
 def _call(name: str, **args: object) -> str:
@@ -93,4 +95,5 @@ SCRIPT = {
     SMALL_REFUND: _call("refund", appointment_id=42, amount=20, reason="technician late"),
     LARGE_REFUND: _call("refund", appointment_id=42, amount=480, reason="water damage"),
     CANCEL: _call("cancel_appointment", appointment_id=42),
+    DEPOSIT_REFUND: _call("refund", appointment_id=42, amount=75, reason="deposit"),
 }

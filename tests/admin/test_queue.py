@@ -206,6 +206,7 @@ def test_the_status_filter_lists_the_statuses_of_the_kind_filtered(
         "failed",
         "superseded",
         "dismissed",
+        "expired",
         "all",
     }
     plans = _status_filter(
@@ -228,7 +229,7 @@ def test_with_no_kind_filtered_the_statuses_of_each_lifecycle_are_listed_apart(
     assert heads[1::2] == ["Tool calls, replies and pauses", "Questions, blueprints and plans"]
     listed = [re.findall(r"(?:\?|&amp;)status=([a-z_]+)", part) for part in heads[0::2]]
     assert listed == [
-        ["pending", "failed", "superseded", "dismissed"],
+        ["pending", "failed", "superseded", "dismissed", "expired"],
         ["decided", "applied"],
         [
             "answered",

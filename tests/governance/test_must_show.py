@@ -362,6 +362,7 @@ def test_the_rule_form_refuses_a_path_it_cannot_read_on_the_field(editor: Client
             "enabled": "on",
             "kind": "",
             "conditions": "[]",
+            "mode": "enforce",
             "must_show": '["a..b"]',
             "action": "review",
             "approvals": 1,

@@ -87,6 +87,24 @@ plain_interrupt = (
 )
 
 
+# -- a pause with its own expiry (AG-UI 1.1 ``expiresAt``): the user's message is the time ---------
+
+
+def _confirm(state: State) -> dict[str, Any]:
+    expires_at = str(state["messages"][-1].content)
+    answer = interrupt({"question": "Ship the order today?", "expiresAt": expires_at})
+    return _say(f"answer={answer!r}")
+
+
+expiring = (
+    StateGraph(State)
+    .add_node("confirm", _confirm)
+    .add_edge(START, "confirm")
+    .add_edge("confirm", END)
+    .compile()
+)
+
+
 # -- two parallel branches pausing at once --------------------------------------------------------
 
 

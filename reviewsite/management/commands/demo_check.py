@@ -4,7 +4,7 @@ admin's stylesheet applied, every static file loaded and no script error; then d
 tool call and approve the plan through their review screens and see what came of them; and see
 the example policy rules at work (docs/governance.md): the small refund decided by its rule, the
 large one waiting for two approvals in Finance (approved by the admin, then by the Finance
-reviewer), and the cancellation escalated and flagged overdue.
+reviewer), the cancellation escalated and flagged overdue, and the deposit refund expired.
 
 The database is read only before the browser starts and after it closes (Playwright's sync API
 runs an event loop in this thread, where Django refuses ORM calls); in between, the check waits
@@ -143,7 +143,8 @@ class Command(BaseCommand):
             f"{Delivery.objects.filter(status='delivered').count()} delivered, "
             f"{Delivery.objects.filter(status='failed').count()} failed; governance: "
             f"review {governed['auto'].pk} approved by its rule, review {governed['quorum'].pk} "
-            f"approved by two ({quorum.note}), review {governed['escalated'].pk} escalated"
+            f"approved by two ({quorum.note}), review {governed['escalated'].pk} escalated, "
+            f"review {governed['expired'].pk} expired unanswered"
         )
 
     def check_stop(self, page: Page) -> None:
@@ -182,7 +183,8 @@ class Command(BaseCommand):
         escalated = Review.objects.filter(
             status=Review.Status.PENDING, handling__escalated_at__isnull=False
         ).first()
-        found = {"auto": auto, "quorum": quorum, "escalated": escalated}
+        expired = Review.objects.filter(status=Review.Status.EXPIRED).first()
+        found = {"auto": auto, "quorum": quorum, "escalated": escalated, "expired": expired}
         if None in found.values():
             raise CommandError(f"the seed should leave one review per governed case: {found}")
         handled = {h.review_id: h for h in ReviewHandling.objects.filter(review__in=found.values())}
@@ -332,6 +334,18 @@ class Command(BaseCommand):
         approvals = " ".join(escalated.locator("td.field-approvals").all_inner_texts())
         if "overdue" not in due or "Managers" not in approvals:
             raise CommandError(f"the escalated cancellation reads {due!r}, {approvals!r}")
+        # The deposit refund expired unanswered: the queue's expired filter lists it with its
+        # badge, and the assistant was told (its thread shows the rejection's reason).
+        expired = governed["expired"]
+        self.open(page, "/admin/nitro_assistants/review/?status=expired", "queue-expired")
+        badge = " ".join(self.row(page, expired.pk).locator("td.field-due").all_inner_texts())
+        if "expired" not in badge:
+            raise CommandError(f"the expired deposit refund's row reads {badge!r}")
+        self.open(
+            page, f"/admin/nitro_assistants/thread/{expired.thread_id}/change/", "thread-expired"
+        )
+        if "Expired unanswered" not in page.content():
+            raise CommandError(f"thread {expired.thread_id} does not show the expiry's reason")
         auto = governed["auto"]
         self.open(page, f"/admin/nitro_assistants/review/{auto.pk}/review/", "review-auto")
         if "Small refunds go through" not in page.content():

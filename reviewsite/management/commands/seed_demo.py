@@ -1,7 +1,8 @@
 """Seed the demo: an admin login, a second reviewer in Finance, the appointment the
 conversations are about, example policy rules (docs/governance.md), conversations waiting on
 each kind of review, and three the rules handle: a small refund approved at once, a large one
-waiting for two approvals, and a cancellation whose deadline passes and is escalated.
+waiting for two approvals, a cancellation whose deadline passes and is escalated, and a deposit
+refund that expires unanswered (the assistant is told so).
 
 Runs go through Celery: eagerly in this process without a broker, or on the demo's worker with
 one. Either way the command waits until each conversation has settled (its review is there, the
@@ -40,6 +41,8 @@ APPOINTMENT = {
 }
 #: The cancellation rule's deadline: short so that the seed shows it passing (think hours).
 CANCEL_DEADLINE = datetime.timedelta(seconds=5)
+#: The deposit refunds' deadline, after which they expire unanswered (as short, for the same reason).
+DEPOSIT_DEADLINE = datetime.timedelta(seconds=5)
 
 
 def wait_for(what: str, settled: Callable[[], bool], timeout: float) -> None:
@@ -71,6 +74,14 @@ def example_rules() -> list[Policy]:
     managers, _ = Group.objects.get_or_create(name="Managers")
     finance, _ = Group.objects.get_or_create(name="Finance")
     rules: list[dict[str, Any]] = [
+        {
+            "name": "Deposit refunds expire unanswered",
+            "position": 4,
+            "tool": "refund",
+            "conditions": [{"path": "reason", "op": "eq", "value": "deposit"}],
+            "deadline": DEPOSIT_DEADLINE,
+            "on_deadline": Policy.OnDeadline.EXPIRE,
+        },
         {
             "name": "Small refunds go through",
             "position": 5,
@@ -162,6 +173,7 @@ SMS_CUSTOMERS = {
     script.SMALL_REFUND: ("Maria Lopez", "+1 555 0142"),
     script.LARGE_REFUND: ("Tom Becker", "+1 555 0187"),
     script.CANCEL: ("Aisha Khan", "+1 555 0119"),
+    script.DEPOSIT_REFUND: ("Lena Park", "+1 555 0164"),
 }
 
 
@@ -250,14 +262,30 @@ class Command(BaseCommand):
         )
         # The cancellation's deadline passes; the sweep (the beat's, every minute, or this one)
         # escalates it to Managers, once.
+        # The deposit refund expires unanswered at its rule's deadline, in the same sweep: the
+        # assistant is told nobody answered (the refund is rejected with that reason).
         cancel = governed[script.CANCEL].thread_id
-        handling = ReviewHandling.objects.get(review__thread=cancel)
-        time.sleep(max(0.0, (handling.due_at - timezone.now()).total_seconds()) + 0.1)
+        deposit = governed[script.DEPOSIT_REFUND].thread_id
+        due = [
+            h.due_at
+            for h in ReviewHandling.objects.filter(review__thread__in=[cancel, deposit])
+            if h.due_at is not None
+        ]
+        time.sleep(max(0.0, *((d - timezone.now()).total_seconds() for d in due)) + 0.1)
         governance.sweep_deadlines()
         wait_for(
             "the cancellation's escalation",
             lambda: ReviewHandling.objects.filter(
                 review__thread=cancel, escalated_at__isnull=False
+            ).exists(),
+            timeout,
+        )
+        wait_for(
+            "the deposit refund's expiry told to the assistant",
+            lambda: Review.objects.filter(
+                thread=deposit,
+                status=Review.Status.EXPIRED,
+                decision__outcome="applied",
             ).exists(),
             timeout,
         )
