@@ -271,6 +271,10 @@ class Handling:
     #: The conditions that could not be evaluated and made this handling stricter (blank: none),
     #: e.g. ``rule 'Large refunds': amount gt 100 on "5000"``.
     unsure: str = ""
+    #: Whether an approval under this handling may give a scoped grant, and its caps (None: none).
+    grants: bool = True
+    grant_max_uses: int | None = None
+    grant_max_seconds: float | None = None
 
     @property
     def strictness(self) -> tuple[int, int]:
@@ -334,6 +338,9 @@ def clean_rule(
     reason: str = "",
     name: str = "",
     version: int = 0,
+    grants: bool = True,
+    grant_max_uses: int | None = None,
+    grant_max_seconds: float | None = None,
 ) -> Rule:
     """A :class:`Rule` from a row's fields; raises :class:`PolicyError` with the field at fault."""
     if action not in ACTIONS:
@@ -367,6 +374,16 @@ def clean_rule(
             )
     elif action == AUTO_REJECT and not reason.strip():
         raise PolicyError("Say why the policy rejects these calls", field="reason")
+    if grant_max_uses is not None and (
+        isinstance(grant_max_uses, bool)
+        or not isinstance(grant_max_uses, int)
+        or grant_max_uses < 1
+    ):
+        raise PolicyError("A cap on a grant's uses must be 1 or more", field="grant_max_uses")
+    if grant_max_seconds is not None and grant_max_seconds <= 0:
+        raise PolicyError(
+            "A cap on a grant's duration must be longer than zero", field="grant_max_duration"
+        )
     if tool and any(c in tool for c in "\n\r\0"):
         raise PolicyError("The tool name pattern holds a control character", field="tool")
     review = action == REVIEW
@@ -386,6 +403,9 @@ def clean_rule(
         rule_id=id,
         rule_name=name,
         rule_version=version,
+        grants=bool(grants) and review and approvals == 1,
+        grant_max_uses=grant_max_uses,
+        grant_max_seconds=grant_max_seconds,
     )
     return Rule(
         id=id,

@@ -100,6 +100,9 @@ class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
             "escalate_to",
             "escalation_deadline",
             "on_escalation_deadline",
+            "allow_grants",
+            "grant_max_uses",
+            "grant_max_duration",
         ]
 
     def clean(self) -> dict[str, Any]:
@@ -169,6 +172,10 @@ class PolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                     "on_escalation_deadline",
                 ]
             },
+        ),
+        (
+            gettext_lazy("Grants"),
+            {"fields": ["allow_grants", "grant_max_uses", "grant_max_duration"]},
         ),
         (None, {"fields": ["version", "updated_at"]}),
     ]

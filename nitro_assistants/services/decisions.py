@@ -461,6 +461,7 @@ def _record(review: Review, user: Any, cleaned: Mapping[str, Any], channel: str)
         channel=channel,
         decided_at=timezone.now(),
         run=run,
+        grant_id=getattr(user, "grant_id", None),  # a grant's decision names it
     )
     if allocated is not None:
         writes.insert(record)  # with the run and the review's status, on the events' statement
