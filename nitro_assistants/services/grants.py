@@ -42,8 +42,14 @@ from django.utils import timezone
 
 from nitro_assistants import grant_rules, policy_rules, rules, signals
 from nitro_assistants.grant_rules import GrantError, GrantForbiddenError
-from nitro_assistants.models import Decision, Grant, Review, ReviewHandling, Thread
-from nitro_assistants.services import changes, commit_hooks, policy_enforcement, stops
+from nitro_assistants.models import Decision, Grant, Notification, Review, ReviewHandling, Thread
+from nitro_assistants.services import (
+    changes,
+    commit_hooks,
+    notifications,
+    policy_enforcement,
+    stops,
+)
 from nitro_assistants.services.audit import record_event, send_on_commit
 from nitro_assistants.services.decisions import Channel, decide
 from nitro_assistants.services.enqueue import enqueue
@@ -218,6 +224,7 @@ def review_mirrored(
     )
     if not found:
         return False
+    setattr(review, notifications.GRANT_EXPECTED, True)  # reviewers are told only if it fails
     enqueue("nitro_assistants.apply_grant", review.pk)
     return True
 
@@ -347,68 +354,80 @@ def _granter_may(grant: Grant, review: Review, handling: policy_rules.Handling) 
 def apply_grant(review: Review | int) -> Decision | None:
     """Approve a review live grants cover, through ``services.decide``, counting each grant's use
     atomically; None when nothing is to be done (decided meanwhile, frozen by a stop, not covered
-    any more, a last use taken by another review). Safe to run twice."""
+    any more, a last use taken by another review): the review is then left to people, who are
+    notified of it now (they were not when it was mirrored). Safe to run twice."""
     pk = review.pk if isinstance(review, Review) else review
     with transaction.atomic():
-        locked = (
-            Review.objects.select_for_update(of=("self",), no_key=True)
-            .select_related("thread", "handling__group")
-            .filter(pk=pk)
-            .first()
-        )
-        if locked is None or locked.status != rules.PENDING or locked.kind != rules.TOOL_CALLS:
-            return None
-        if "original" in locked.payload:  # edited: never approved by a grant
-            return None
-        if stops.stop_for_review(locked) is not None:  # frozen: left to people
-            return None
-        try:
-            row: ReviewHandling | None = locked.handling
-        except ReviewHandling.DoesNotExist:
-            row = None
-        handling = policy_enforcement.current_handling(row)
-        caps = caps_of(handling)
-        if not caps.allowed:
-            return None
-        now = timezone.now()
-        keys = keys_of(locked.thread)
-        tools = {str(call.get("name") or "") for call in locked.tool_calls}
-        rows = {
-            grant.pk: grant
-            for grant in _live(now)
-            .filter(tool__in=tools)
-            .filter(
-                Q(scope=grant_rules.THREAD, key=keys[grant_rules.THREAD])
-                | Q(scope=grant_rules.SUBJECT, key=keys[grant_rules.SUBJECT])
-                | Q(scope=grant_rules.ASSISTANT, key=keys[grant_rules.ASSISTANT])
+        locked, decision = _apply_grant(pk)
+        if decision is None and locked is not None and notifications.review_needs_people(locked):
+            transaction.on_commit(
+                lambda: notifications.notify(Notification.Kind.REQUESTED, review=locked),
+                robust=True,
             )
-            .exclude(key="")
-            .select_related("granted_by")
-        }
-        grant_set = grant_rules.GrantSet(
-            grant.compiled() for grant in rows.values() if _granter_may(grant, locked, handling)
+    return decision
+
+
+def _apply_grant(pk: Any) -> tuple[Review | None, Decision | None]:
+    """:func:`apply_grant` in its transaction: the review locked (None: gone) and the decision."""
+    locked = (
+        Review.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("thread", "handling__group")
+        .filter(pk=pk)
+        .first()
+    )
+    if locked is None or locked.status != rules.PENDING:
+        return None, None
+    if locked.kind != rules.TOOL_CALLS or "original" in locked.payload:
+        return locked, None  # edited: never approved by a grant
+    if stops.stop_for_review(locked) is not None:  # frozen: left to people
+        return locked, None
+    try:
+        row: ReviewHandling | None = locked.handling
+    except ReviewHandling.DoesNotExist:
+        row = None
+    handling = policy_enforcement.current_handling(row)
+    caps = caps_of(handling)
+    if not caps.allowed:
+        return locked, None
+    now = timezone.now()
+    keys = keys_of(locked.thread)
+    tools = {str(call.get("name") or "") for call in locked.tool_calls}
+    rows = {
+        grant.pk: grant
+        for grant in _live(now)
+        .filter(tool__in=tools)
+        .filter(
+            Q(scope=grant_rules.THREAD, key=keys[grant_rules.THREAD])
+            | Q(scope=grant_rules.SUBJECT, key=keys[grant_rules.SUBJECT])
+            | Q(scope=grant_rules.ASSISTANT, key=keys[grant_rules.ASSISTANT])
         )
-        found = grant_set.match(keys, locked.tool_calls, now.timestamp(), caps)
-        if not found:
-            return None
-        uses: dict[int, int] = {}
-        for compiled in found.values():
-            uses[compiled.id] = uses.get(compiled.id, 0) + 1
-        first = rows[min(uses)]
-        try:
-            with transaction.atomic():
-                for grant_pk, n in sorted(uses.items()):
-                    counted = (
-                        _live(now)
-                        .filter(pk=grant_pk)
-                        .filter(Q(uses_left__isnull=True) | Q(uses_left__gte=n))
-                        .update(uses_left=F("uses_left") - n, uses=F("uses") + n, updated_at=now)
-                    )
-                    if counted != 1:
-                        raise _UsedUp
-                return _decide_as_grant(locked, first, [rows[p] for p in sorted(uses)])
-        except _UsedUp:
-            return None
+        .exclude(key="")
+        .select_related("granted_by")
+    }
+    grant_set = grant_rules.GrantSet(
+        grant.compiled() for grant in rows.values() if _granter_may(grant, locked, handling)
+    )
+    found = grant_set.match(keys, locked.tool_calls, now.timestamp(), caps)
+    if not found:
+        return locked, None
+    uses: dict[int, int] = {}
+    for compiled in found.values():
+        uses[compiled.id] = uses.get(compiled.id, 0) + 1
+    first = rows[min(uses)]
+    try:
+        with transaction.atomic():
+            for grant_pk, n in sorted(uses.items()):
+                counted = (
+                    _live(now)
+                    .filter(pk=grant_pk)
+                    .filter(Q(uses_left__isnull=True) | Q(uses_left__gte=n))
+                    .update(uses_left=F("uses_left") - n, uses=F("uses") + n, updated_at=now)
+                )
+                if counted != 1:
+                    raise _UsedUp
+            return locked, _decide_as_grant(locked, first, [rows[p] for p in sorted(uses)])
+    except _UsedUp:
+        return locked, None
 
 
 def _decide_as_grant(review: Review, grant: Grant, used: list[Grant]) -> Decision:

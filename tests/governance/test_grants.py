@@ -15,7 +15,16 @@ from django.utils import timezone
 
 from nitro_assistants import grant_rules
 from nitro_assistants.grant_rules import Caps, GrantError, GrantForbiddenError
-from nitro_assistants.models import Decision, Event, Grant, Policy, Review, Stop, Thread
+from nitro_assistants.models import (
+    Decision,
+    Event,
+    Grant,
+    Notification,
+    Policy,
+    Review,
+    Stop,
+    Thread,
+)
 from nitro_assistants.services import governance, grants, stops
 from tests.governance.conftest import approve, mirrored, refund_pause, reviewer
 
@@ -395,3 +404,32 @@ def test_a_deadline_a_grant_and_a_stop_racing_give_one_outcome(
         assert Grant.objects.get().uses == uses  # a use is counted only with its decision
         for stop in Stop.objects.filter(resumed_at=None):
             stops.resume(stop, gina, stage="all")
+
+
+def test_reviewers_are_told_of_a_covered_review_only_when_no_grant_decides_it(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    refund_review_rule: Policy,
+    settings: Any,
+) -> None:
+    settings.NITRO_ASSISTANTS = {
+        **settings.NITRO_ASSISTANTS,
+        "NOTIFY_DELAY": 0,
+        "NOTIFIERS": {"email": {"BACKEND": "nitro_assistants.services.notifiers.EmailNotifier"}},
+    }
+    gina = granter()
+    gina.email = "gina@example.com"
+    gina.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        give(mirrored(30), gina, scope="assistant", uses=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        one = mirrored(30)
+        two = mirrored(30)
+    assert set(queued_grants(queued)) == {one.pk, two.pk}
+    assert not Notification.objects.filter(review__in=[one, two]).exists()  # a grant will decide
+    with django_capture_on_commit_callbacks(execute=True):
+        assert grants.apply_grant(one.pk) is not None
+    assert not Notification.objects.filter(review=one).exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert grants.apply_grant(two.pk) is None  # its last use went to the other
+    assert Notification.objects.filter(review=two, kind="requested").exists()
