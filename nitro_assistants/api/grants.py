@@ -10,6 +10,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
+from nitro_assistants import redacting
 from nitro_assistants.api.errors import ApiError
 from nitro_assistants.api.views import _json_body, _page_params, endpoint
 from nitro_assistants.models import Grant
@@ -29,10 +30,10 @@ def describe_grant(grant: Grant) -> dict[str, Any]:
         "id": grant.pk,
         "state": grant.state,
         "scope": grant.scope,
-        "key": grant.key,
+        "key": redacting.shown_text(grant.key) if grant.scope == "subject" else grant.key,
         "assistant": grant.assistant_key,
         "tool": grant.tool,
-        "args": grant.constraints,
+        "args": redacting.shown(grant.constraints),
         "maxUses": grant.max_uses,
         "usesLeft": grant.uses_left,
         "uses": grant.uses,

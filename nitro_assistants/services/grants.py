@@ -340,7 +340,8 @@ class _UsedUp(Exception):
 
 def _granter_may(grant: Grant, review: Review, handling: policy_rules.Handling) -> bool:
     """Whether the grant's granter could still give this approval: active, with the permissions
-    to decide and to grant, and in the group deciding the review (a superuser is in every one)."""
+    to decide and to grant, in the group deciding the review (a superuser is in every one), and,
+    where duties are always separated, not the one who started its conversation or run."""
     user = grant.granted_by
     if user is None or not user.is_active:
         return False
@@ -348,6 +349,8 @@ def _granter_may(grant: Grant, review: Review, handling: policy_rules.Handling) 
         user.has_perm(policy_enforcement.DECIDE_PERMISSION) and user.has_perm(GRANT_PERMISSION)
     ):
         return False
+    if policy_enforcement.separated(review, 1) and policy_enforcement.own_action(user, review):
+        return False  # SEPARATE_DUTIES "always": not the action of a run the granter started
     return policy_enforcement.in_group(user, handling.group_id)
 
 

@@ -433,3 +433,13 @@ def test_reviewers_are_told_of_a_covered_review_only_when_no_grant_decides_it(
     with django_capture_on_commit_callbacks(execute=True):
         assert grants.apply_grant(two.pk) is None  # its last use went to the other
     assert Notification.objects.filter(review=two, kind="requested").exists()
+
+
+def test_where_duties_are_always_separated_a_grant_never_approves_its_granters_own_run(
+    queued: list[Any], refund_review_rule: Policy, settings: Any
+) -> None:
+    gina = granter()
+    give(mirrored(30), gina, scope="assistant", uses=5)
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "SEPARATE_DUTIES": "always"}
+    assert grants.apply_grant(mirrored(30, opened_by=gina).pk) is None
+    assert grants.apply_grant(mirrored(30).pk) is not None

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
+from django.utils import timezone
 
 from nitro_assistants.models import ApiKey, Decision, Grant, Policy, Review
 from nitro_assistants.services import grants
@@ -215,3 +216,29 @@ def test_without_the_permission_the_api_refuses_grants_with_a_403(
     assert response.status_code == 403 and response.json()["details"]["field"] == "grant"
     assert not Decision.objects.exists()
     assert api.get("grants").status_code == 403
+
+
+def test_a_grants_pinned_secrets_are_redacted_where_reviewers_read_them(
+    queued: list[Any], rule: Policy, settings: Any
+) -> None:
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "REDACT": True}
+    gina = granter()
+    Grant.objects.create(
+        scope="assistant",
+        key="walkthrough",
+        assistant_key="walkthrough",
+        tool="refund_customer",
+        constraints={"email": {"eq": "maria.lopez@example.com"}, "amount": {"max": 20}},
+        max_uses=1,
+        uses_left=1,
+        granted_by=gina,
+        granted_at=timezone.now(),
+    )
+    listed = Api(gina).get("grants").json()["items"][0]
+    assert "maria.lopez@example.com" not in json.dumps(listed)
+    assert listed["args"]["amount"] == {"max": 20}
+    assert "redacted" in json.dumps(listed["args"]["email"])
+    client = Client()
+    client.force_login(gina)
+    page = client.get("/admin/nitro_assistants/grant/").content.decode()
+    assert "maria.lopez@example.com" not in page
