@@ -54,7 +54,7 @@ class GrantAdmin(ReadOnlyAdmin):
     actions = ["revoke_selected"]
     readonly_fields = [
         "scope",
-        "key",
+        "scope_key",
         "thread",
         "assistant_key",
         "tool",
