@@ -15,6 +15,7 @@ from django.utils import timezone
 from nitro_assistants.models import ApiKey, Decision, Grant, Policy, Review
 from nitro_assistants.services import grants
 from tests.governance.conftest import approve, mirrored, reviewer
+from tests.governance.test_admin import ADD, rule_form
 
 pytestmark = pytest.mark.django_db
 
@@ -242,3 +243,19 @@ def test_a_grants_pinned_secrets_are_redacted_where_reviewers_read_them(
     client.force_login(gina)
     page = client.get("/admin/nitro_assistants/grant/").content.decode()
     assert "maria.lopez@example.com" not in page
+
+
+def test_a_rules_grant_caps_are_edited_in_its_form_and_bad_ones_refused_on_their_field(
+    editor: Client,
+) -> None:
+    form = rule_form(approvals="1", allow_grants="on", grant_max_uses="3")
+    response = editor.post(ADD, {**form, "grant_max_duration": "01:00:00"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    rule = Policy.objects.get()
+    assert (rule.allow_grants, rule.grant_max_uses) == (True, 3)
+    assert rule.compiled().handling.grant_max_seconds == 3600
+    for field, value in (("grant_max_uses", "0"), ("grant_max_duration", "00:00:00")):
+        refused = editor.post(ADD, {**form, "name": f"bad {field}", field: value})
+        assert refused.status_code == 200
+        assert field in refused.context["adminform"].form.errors
+    assert Policy.objects.count() == 1
