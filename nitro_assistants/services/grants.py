@@ -186,8 +186,9 @@ def _forget_stamp() -> None:
 
 
 def grants_changed(using: str = DEFAULT_DB_ALIAS) -> None:
-    """A grant was given, used or revoked in the current transaction: once it commits, every
-    process compiles the grants again before its next review."""
+    """A grant was given, used up or revoked in the current transaction: once it commits, every
+    process compiles the grants again before its next review. (A use that leaves uses changes
+    nothing compiled: the use itself is counted on the grant's row.)"""
     commit_hooks.once(_forget_stamp, using=using)
 
 
@@ -424,10 +425,14 @@ def _apply_grant(pk: Any) -> tuple[Review | None, Decision | None]:
                     _live(now)
                     .filter(pk=grant_pk)
                     .filter(Q(uses_left__isnull=True) | Q(uses_left__gte=n))
-                    .update(uses_left=F("uses_left") - n, uses=F("uses") + n, updated_at=now)
+                    # Not ``updated_at``: a use that leaves uses changes nothing the processes'
+                    # compiled grants hold (the count is the row's, checked here).
+                    .update(uses_left=F("uses_left") - n, uses=F("uses") + n)
                 )
                 if counted != 1:
                     raise _UsedUp
+            if Grant.objects.filter(pk__in=list(uses), uses_left=0).exists():
+                grants_changed()  # the last use: every process leaves it out from now on
             return locked, _decide_as_grant(locked, first, [rows[p] for p in sorted(uses)])
     except _UsedUp:
         return locked, None
@@ -461,7 +466,6 @@ def _decide_as_grant(review: Review, grant: Grant, used: list[Grant]) -> Decisio
         by="grant",
         rule={"grant": grant.pk, "granted_by": granter},
     )
-    grants_changed()
     return record
 
 

@@ -48,6 +48,37 @@ def rule(db: None) -> Policy:
     return Policy.objects.create(name="refunds", tool="refund_*")
 
 
+def next_review(queued: list[Any]) -> tuple[list[str], int | None]:
+    """A review mirrored as a run's mirror does it: the statements that read grants, and the
+    review's pk when a grant was found to cover it (None: not)."""
+    thread = Thread.objects.create(assistant_key="walkthrough")
+    run = Run.objects.create(thread=thread, input={})
+    with grant_reads() as read, transaction.atomic():
+        lock_thread(thread, paused=True)
+        review = mirror_pending(thread, run, refund_pause(30))
+    assert review is not None
+    covered = ("nitro_assistants.apply_grant", (review.pk,)) in queued
+    return read, review.pk if covered else None
+
+
+@pytest.mark.parametrize("cache", ["shared", "database"])
+def test_a_use_that_leaves_uses_recompiles_nothing_and_the_last_one_is_seen_next(
+    queued: list[Any], rule: Policy, settings: Any, cache: str
+) -> None:
+    if cache == "shared":
+        settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "LIVE_CACHE": "live"}
+    give(uses=2)
+    next_review(queued)  # compiled
+    _, first = next_review(queued)
+    assert first is not None and grants.apply_grant(first) is not None  # one use of two
+    read, second = next_review(queued)
+    assert [sql for sql in read if "COUNT(" not in sql] == []  # not compiled again
+    assert second is not None and grants.apply_grant(second) is not None  # the last use
+    read, third = next_review(queued)
+    assert third is None  # used up: seen by the next review
+    assert [sql for sql in read if "COUNT(" not in sql]  # compiled again
+
+
 @pytest.mark.parametrize("cache", ["shared", "database"])
 def test_grants_are_read_once_per_change_and_every_change_is_seen_next(
     queued: list[Any], rule: Policy, settings: Any, cache: str
