@@ -259,3 +259,20 @@ def test_a_rules_grant_caps_are_edited_in_its_form_and_bad_ones_refused_on_their
         assert refused.status_code == 200
         assert field in refused.context["adminform"].form.errors
     assert Policy.objects.count() == 1
+
+
+def test_a_review_a_grant_decided_names_the_grant_and_its_granter(
+    queued: list[Any], rule: Policy
+) -> None:
+    gina = granter()
+    first = mirrored(30)
+    grants.decide_with_grant(
+        first.pk, gina, approve(first), {"scope": "assistant", "uses": 1}, via="admin"
+    )
+    covered = mirrored(30)
+    decision = grants.apply_grant(covered.pk)
+    assert decision is not None
+    client = Client()
+    client.force_login(reviewer("rita"))
+    page = client.get(screen(covered)).content.decode()
+    assert f"#{decision.grant_id}, given by gina" in page
