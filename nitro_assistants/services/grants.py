@@ -40,7 +40,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from nitro_assistants import grant_rules, policy_rules, rules, signals
+from nitro_assistants import grant_rules, policy_rules, rules, signals, subjects
 from nitro_assistants.grant_rules import GrantError, GrantForbiddenError
 from nitro_assistants.models import Decision, Grant, Notification, Review, ReviewHandling, Thread
 from nitro_assistants.services import (
@@ -204,10 +204,20 @@ def caps_of(handling: policy_rules.Handling) -> grant_rules.Caps:
     )
 
 
+def subject_key(thread: Thread) -> str:
+    """The thread's subject as a grant's key, or blank: only a subject ``THREAD_SUBJECT``
+    computes (without it a subject is the first message, which any customer may write alike),
+    and not one cut short (two long names would share it)."""
+    subject = thread.subject or ""
+    if not subject or subject.endswith("…") or subjects.describer() is None:
+        return ""
+    return subject
+
+
 def keys_of(thread: Thread) -> dict[str, str]:
     return {
         grant_rules.THREAD: str(thread.pk),
-        grant_rules.SUBJECT: thread.subject or "",
+        grant_rules.SUBJECT: subject_key(thread),
         grant_rules.ASSISTANT: thread.assistant_key,
     }
 

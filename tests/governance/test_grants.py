@@ -223,9 +223,15 @@ def about(subject: str) -> Thread:
 
 
 def test_a_subject_grant_covers_the_customers_other_threads(
-    queued: list[Any], refund_review_rule: Policy
+    queued: list[Any], refund_review_rule: Policy, settings: Any
 ) -> None:
     gina = granter()
+    with pytest.raises(GrantError) as refused:  # no THREAD_SUBJECT: a subject is a first message
+        give(on_thread(about("Maria Lopez"), 30), gina, scope="subject", uses=1)
+    assert refused.value.field == "grant.scope"
+    settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "THREAD_SUBJECT": ["customer"]}
+    with pytest.raises(GrantError):  # a subject cut short may be two customers'
+        give(on_thread(about("A very long name…"), 30), gina, scope="subject", uses=1)
     maria, again, other = (about("Maria Lopez"), about("Maria Lopez"), about("Ann Smith"))
     give(on_thread(maria, 30), gina, scope="subject", uses=5, duration=3600)
     assert grants.apply_grant(on_thread(again, 30).pk) is not None
