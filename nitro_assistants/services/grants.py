@@ -51,7 +51,7 @@ from nitro_assistants.services import (
     stops,
 )
 from nitro_assistants.services.audit import record_event, send_on_commit
-from nitro_assistants.services.decisions import Channel, decide
+from nitro_assistants.services.decisions import Channel, decide, may_decide
 from nitro_assistants.services.enqueue import enqueue
 
 logger = logging.getLogger("nitro_assistants")
@@ -349,20 +349,20 @@ class _UsedUp(Exception):
     """A grant's last use went to another review meanwhile: nothing is decided."""
 
 
-def _granter_may(grant: Grant, review: Review, handling: policy_rules.Handling) -> bool:
-    """Whether the grant's granter could still give this approval: active, with the permissions
-    to decide and to grant, in the group deciding the review (a superuser is in every one), and,
-    where duties are always separated, not the one who started its conversation or run."""
+def _granter_may(grant: Grant, review: Review) -> bool:
+    """Whether the grant's granter could still give this approval: the question every way a
+    review ends asks (``may_decide``, as in the admin: active, ``decide_review``, in the group
+    deciding the review), ``grant_approval``, and, where duties are always separated, not the one
+    who started its conversation or run."""
     user = grant.granted_by
-    if user is None or not user.is_active:
+    if user is None or not may_decide(user, review, "admin"):
         return False
-    if not (
-        user.has_perm(policy_enforcement.DECIDE_PERMISSION) and user.has_perm(GRANT_PERMISSION)
-    ):
+    if not user.has_perm(GRANT_PERMISSION):
         return False
-    if policy_enforcement.separated(review, 1) and policy_enforcement.own_action(user, review):
-        return False  # SEPARATE_DUTIES "always": not the action of a run the granter started
-    return policy_enforcement.in_group(user, handling.group_id)
+    # SEPARATE_DUTIES "always": not the action of a run the granter started.
+    return not (
+        policy_enforcement.separated(review, 1) and policy_enforcement.own_action(user, review)
+    )
 
 
 def apply_grant(review: Review | int) -> Decision | None:
@@ -419,7 +419,7 @@ def _apply_grant(pk: Any) -> tuple[Review | None, Decision | None]:
         .select_related("granted_by")
     }
     grant_set = grant_rules.GrantSet(
-        grant.compiled() for grant in rows.values() if _granter_may(grant, locked, handling)
+        grant.compiled() for grant in rows.values() if _granter_may(grant, locked)
     )
     found = grant_set.match(keys, locked.tool_calls, now.timestamp(), caps)
     if not found:

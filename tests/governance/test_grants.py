@@ -449,3 +449,15 @@ def test_where_duties_are_always_separated_a_grant_never_approves_its_granters_o
     settings.NITRO_ASSISTANTS = {**settings.NITRO_ASSISTANTS, "SEPARATE_DUTIES": "always"}
     assert grants.apply_grant(mirrored(30, opened_by=gina).pk) is None
     assert grants.apply_grant(mirrored(30).pk) is not None
+
+
+def test_a_granter_taken_out_of_the_rules_group_grants_nothing_more(
+    queued: list[Any], finance: Group
+) -> None:
+    Policy.objects.create(name="finance refunds", tool="refund_*", group=finance)
+    gina = granter("gina", finance)
+    give(mirrored(30), gina, scope="assistant", uses=5)
+    assert Grant.objects.get().group_id == finance.pk
+    assert grants.apply_grant(mirrored(30).pk) is not None
+    gina.groups.remove(finance)
+    assert grants.apply_grant(mirrored(30).pk) is None
