@@ -310,6 +310,10 @@ class Handling:
     #: paths into its payload (``tool_calls.0.args.body``), from the ``must_show`` of the rules
     #: that matched each call (or its reply), whichever rule gave the review its handling.
     must_show: tuple[str, ...] = ()
+    #: Whether an approval under this handling may give a scoped grant, and its caps (None: none).
+    grants: bool = True
+    grant_max_uses: int | None = None
+    grant_max_seconds: float | None = None
 
     @property
     def strictness(self) -> tuple[int, int]:
@@ -382,6 +386,9 @@ def clean_rule(
     version: int = 0,
     must_show: Any = (),
     mode: str = ENFORCE,
+    grants: bool = True,
+    grant_max_uses: int | None = None,
+    grant_max_seconds: float | None = None,
 ) -> Rule:
     """A :class:`Rule` from a row's fields; raises :class:`PolicyError` with the field at fault."""
     if mode not in MODES:
@@ -417,6 +424,16 @@ def clean_rule(
             )
     elif action == AUTO_REJECT and not reason.strip():
         raise PolicyError("Say why the policy rejects these calls", field="reason")
+    if grant_max_uses is not None and (
+        isinstance(grant_max_uses, bool)
+        or not isinstance(grant_max_uses, int)
+        or grant_max_uses < 1
+    ):
+        raise PolicyError("A cap on a grant's uses must be 1 or more", field="grant_max_uses")
+    if grant_max_seconds is not None and grant_max_seconds <= 0:
+        raise PolicyError(
+            "A cap on a grant's duration must be longer than zero", field="grant_max_duration"
+        )
     if tool and any(c in tool for c in "\n\r\0"):
         raise PolicyError("The tool name pattern holds a control character", field="tool")
     review = action == REVIEW
@@ -436,6 +453,9 @@ def clean_rule(
         rule_id=id,
         rule_name=name,
         rule_version=version,
+        grants=bool(grants) and review and approvals == 1,
+        grant_max_uses=grant_max_uses,
+        grant_max_seconds=grant_max_seconds,
     )
     return Rule(
         id=id,

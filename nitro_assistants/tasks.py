@@ -44,7 +44,7 @@ from celery import Task, shared_task
 
 from nitro_assistants import services
 from nitro_assistants.conf import app_settings
-from nitro_assistants.services import chain_verify, governance, notifications
+from nitro_assistants.services import chain_verify, governance, grants, notifications
 from nitro_assistants.services.clients import is_transient
 from nitro_assistants.services.errors import error_text, traceback_text
 
@@ -176,6 +176,13 @@ def verify_audit() -> dict[str, Any]:
 def apply_policy(review_pk: int) -> int | None:
     """Decide a review its policy rule approves or rejects at once; the decision's pk."""
     decision = governance.apply_policy(review_pk)
+    return decision.pk if decision is not None else None
+
+
+@task("nitro_assistants.apply_grant")
+def apply_grant(review_pk: int) -> int | None:
+    """Approve a review live grants cover (each use counted once); the decision's pk."""
+    decision = grants.apply_grant(review_pk)
     return decision.pk if decision is not None else None
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -58,11 +59,27 @@ def workers_see_rule_changes() -> None:
     from django.contrib.auth.models import Group
     from django.db.models.signals import post_delete, post_save
 
-    from nitro_assistants.models import Policy
+    from nitro_assistants.models import Grant, Policy
 
     post_save.connect(_forget_workers_rules, sender=Policy, dispatch_uid="tests.policy_saved")
     post_delete.connect(_forget_workers_rules, sender=Policy, dispatch_uid="tests.policy_deleted")
     post_save.connect(_forget_workers_rules, sender=Group, dispatch_uid="tests.group_saved")
+    post_save.connect(_forget_workers_grants, sender=Grant, dispatch_uid="tests.grant_saved")
+
+
+def _forget_workers_grants(sender: Any, **kwargs: Any) -> None:
+    """A grant given or revoked here: the workers compile the grants again (see
+    :func:`workers_see_rule_changes`)."""
+    from django.core.cache import caches
+    from django.db import transaction
+
+    from nitro_assistants.services import grants
+
+    if grants._stamp_cache() is not None:
+        return
+    transaction.on_commit(
+        lambda: caches["live"].delete(grants.STAMP_KEY), using=str(kwargs["using"])
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -71,11 +88,13 @@ def fresh_policy_rules() -> None:
     tables are flushed without signals, and a rolled-back test's rules were never committed."""
     from django.core.cache import caches
 
-    from nitro_assistants.services import policy_enforcement
+    from nitro_assistants.services import grants, policy_enforcement
 
     policy_enforcement.forget_rules()
+    grants.forget_grants()
     with contextlib.suppress(Exception):  # no Redis: the tests that need it say so themselves
         caches["live"].delete(policy_enforcement.STAMP_KEY)
+        caches["live"].delete(grants.STAMP_KEY)
 
 
 @pytest.fixture(autouse=True)

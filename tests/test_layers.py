@@ -20,6 +20,7 @@ DJANGO_FREE = (
     "nitro_assistants.client",
     "nitro_assistants.rules",
     "nitro_assistants.policy_rules",
+    "nitro_assistants.grant_rules",
     "nitro_assistants.policies",  # its former name, an alias
     "nitro_assistants.exceptions",
     "nitro_assistants.redaction",
@@ -82,6 +83,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "nitro_assistants.rules",
             "nitro_assistants.policy_rules",
+            "nitro_assistants.grant_rules",
             "nitro_assistants.policies",
             "nitro_assistants.operations",
             "nitro_assistants.hashchain",

@@ -21,7 +21,7 @@ from django.utils.translation import gettext_lazy as _
 
 from nitro_assistants import rules
 from nitro_assistants.admin.content import Row, key_values
-from nitro_assistants.models import Review
+from nitro_assistants.models import Grant, Review
 from nitro_assistants.validators import find_unstorable, validate_storable
 
 ACTION_LABELS = {
@@ -350,6 +350,50 @@ class ToolCallForm(forms.Form):
         return answer
 
 
+class GrantForm(forms.Form):
+    """The optional grant given with an approval (prefix ``grant``): "approve calls like this"
+    for a scope, a duration or a number of uses, with arguments narrowed as JSON. Blank scope:
+    no grant. What it may say is checked by :func:`nitro_assistants.services.grants.give`, whose
+    errors come back on the field at fault (:meth:`add_service_error`)."""
+
+    scope = forms.ChoiceField(
+        label=_("Also approve calls like this for"),
+        required=False,
+        choices=[("", _("(no grant)")), *Grant.Scope.choices],
+    )
+    uses = forms.IntegerField(label=_("uses"), required=False, min_value=1)
+    duration = forms.DurationField(
+        label=_("for how long"), required=False, help_text=_("e.g. 04:00:00")
+    )
+    args = StorableJSONField(
+        label=_("narrowed arguments"),
+        required=False,
+        help_text=_(
+            'Each argument is pinned to the value approved unless narrowed here: {"amount": '
+            '{"max": 50}} (a number up to the one approved), {"currency": {"in": ["USD", '
+            '"EUR"]}} (texts, the one approved among them).'
+        ),
+    )
+
+    def grant(self) -> dict[str, Any] | None:
+        """The decide body's ``grant``, or None when none is given."""
+        data = self.cleaned_data
+        if not data.get("scope"):
+            return None
+        duration = data.get("duration")
+        return {
+            "scope": data["scope"],
+            "uses": data.get("uses"),
+            "duration": int(duration.total_seconds()) if duration is not None else None,
+            "args": data.get("args") or {},
+        }
+
+    def add_service_error(self, field: str, message: str) -> None:
+        """A :class:`~nitro_assistants.grant_rules.GrantError` on the field it names."""
+        name = field.removeprefix("grant.").split(".")[0]
+        self.add_error(name if name in self.fields and name != "call" else None, message)
+
+
 @register_decision_form(Review.Kind.TOOL_CALLS)
 class ToolCallsDecisionForm(ReviewDecisionForm):
     """One :class:`ToolCallForm` per held call (prefix ``call-<n>``), decided together."""
@@ -367,6 +411,7 @@ class ToolCallsDecisionForm(ReviewDecisionForm):
             ToolCallForm(call, data=data, prefix=f"call-{index}", index=index)
             for index, call in enumerate(review.tool_calls)
         ]
+        self.grant_form = GrantForm(data=data, prefix="grant")
 
     @property
     def approve_label(self) -> str | None:
@@ -377,7 +422,12 @@ class ToolCallsDecisionForm(ReviewDecisionForm):
         return str(_("Approve") if len(calls) == 1 else _("Approve all"))
 
     def is_valid(self) -> bool:
-        return all([form.is_valid() for form in self.calls]) and not self.non_field_errors
+        valid = all([form.is_valid() for form in self.calls])
+        return self.grant_form.is_valid() and valid and not self.non_field_errors
+
+    def grant(self) -> dict[str, Any] | None:
+        """The grant given with the decision (the form valid), or None."""
+        return self.grant_form.grant()
 
     def add_error(self, message: str) -> None:
         self.non_field_errors.append(message)

@@ -110,6 +110,9 @@ class PolicyForm(forms.ModelForm):  # type: ignore[type-arg]
             "escalate_to",
             "escalation_deadline",
             "on_escalation_deadline",
+            "allow_grants",
+            "grant_max_uses",
+            "grant_max_duration",
         ]
 
     def clean_must_show(self) -> Any:
@@ -184,6 +187,10 @@ class PolicyAdmin(RuleTrialsAdmin):
                     "on_escalation_deadline",
                 ]
             },
+        ),
+        (
+            gettext_lazy("Grants"),
+            {"fields": ["allow_grants", "grant_max_uses", "grant_max_duration"]},
         ),
         (None, {"fields": ["version", "updated_at", "agreement"]}),
     ]

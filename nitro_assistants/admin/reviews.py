@@ -65,10 +65,11 @@ from nitro_assistants.exceptions import (
     ReviewExpiredError,
     ThreadResumptionError,
 )
-from nitro_assistants.models import Decision, Delivery, Event, Review
+from nitro_assistants.grant_rules import GrantError, GrantForbiddenError
+from nitro_assistants.models import Approval, Decision, Delivery, Event, Review
 from nitro_assistants.models.reviews import pending_first
 from nitro_assistants.previews import Part
-from nitro_assistants.services import previews
+from nitro_assistants.services import grants, previews
 
 #: The session's list of review pks its person revealed (each reveal audited).
 REVEALED_SESSION_KEY = "nitro_assistants_revealed"
@@ -343,18 +344,32 @@ class ReviewAdmin(
                 form = decision_form_for(self.shown(request, review), request.POST)
                 if form.is_valid():
                     asked = timezone.now()  # an approval older than this is a repeat
+                    given = form.grant() if isinstance(form, ToolCallsDecisionForm) else None
                     try:
                         # By pk, with the revision and digest the form was rendered from: the
                         # service refuses the decision when the review changed since.
                         stamped = stamp.shown()
                         if review.kind not in rules.REVIEW_KINDS:
                             stamped.pop("shown", None)  # held calls and replies only
-                        recorded = services.decide(
-                            review.pk, request.user, {**form.decision(), **stamped}, via="admin"
-                        )
+                        body = {**form.decision(), **stamped}
+                        recorded: Decision | Approval
+                        if given is not None:  # also "approve calls like this": one transaction
+                            recorded = grants.decide_with_grant(
+                                review.pk, request.user, body, given, via="admin"
+                            )
+                        else:
+                            recorded = services.decide(review.pk, request.user, body, via="admin")
                     except ReviewExpiredError as exc:  # said plainly, not as a stale form
                         messages.error(request, str(exc))
                         stale, status = True, 409
+                    except GrantError as exc:  # on the grant's field at fault; nothing stored
+                        assert isinstance(form, ToolCallsDecisionForm)
+                        form.grant_form.add_service_error(exc.field, str(exc))
+                        status = 400
+                    except GrantForbiddenError as exc:  # no grant_approval: said on the form
+                        assert isinstance(form, ToolCallsDecisionForm)
+                        form.grant_form.add_service_error("grant.scope", str(exc))
+                        status = 403
                     except InteractionConflictError:
                         stale, status = True, 409
                     except PolicyForbiddenError as exc:  # the rule's group, one's own run
@@ -499,6 +514,9 @@ class ReviewAdmin(
             if review.kind in rules.DIALECT_KINDS and review.status == Review.Status.FAILED
             else None,
             "decide_allowed": decide_allowed,
+            # The grant's fields, for those who may give one (grant_approval).
+            "grant_allowed": decide_allowed
+            and bool(request.user.has_perm(grants.GRANT_PERMISSION)),
             "stale": stale,
             "decision": decision,
             "superseded": superseded,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nitro_assistants import __version__, rules
+from nitro_assistants import __version__, grant_rules, rules
 from nitro_assistants.api.errors import CODES
 from nitro_assistants.rules import (
     DECISIONS,
@@ -408,6 +408,7 @@ def _review_schemas() -> dict[str, Any]:
                     "them. A redacted part needs the review revealed in the admin first "
                     "(docs/redaction.md).",
                 },
+                "grant": _ref("GrantRequest"),
             },
         },
         "ReplyDecisionRequest": {
@@ -614,6 +615,133 @@ REVIEW = {
 }
 
 
+GRANT = {
+    "name": "grantId",
+    "in": "path",
+    "required": True,
+    "description": "The grant's id.",
+    "schema": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+}
+_WHEN = {"type": ["string", "null"], "format": "date-time"}
+
+
+def _grant_schemas() -> dict[str, Any]:
+    constraint = {
+        "type": "object",
+        "minProperties": 1,
+        "maxProperties": 1,
+        "properties": {
+            "eq": {"description": "The value approved."},
+            "max": {"type": "number", "minimum": 0},
+            "in": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        },
+    }
+    return {
+        "GrantRequest": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["scope"],
+            "description": "Also approve later calls like the one approved (docs/governance.md "
+            "Grants); needs `nitro_assistants.grant_approval`. Never wider than the call: "
+            "refused with the field at fault (`grant.args.amount`) and nothing stored.",
+            "properties": {
+                "scope": {"type": "string", "enum": list(grant_rules.SCOPES)},
+                "uses": {"type": "integer", "minimum": 1, "maximum": grant_rules.MAX_USES},
+                "duration": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": grant_rules.MAX_SECONDS,
+                    "description": "Seconds.",
+                },
+                "args": {"type": "object", "additionalProperties": constraint},
+                "call": {"type": "string", "description": "The approved call it follows."},
+            },
+        },
+        "Grant": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer"},
+                "state": {"type": "string", "enum": ["live", "revoked", "expired", "used_up"]},
+                "scope": {"type": "string", "enum": list(grant_rules.SCOPES)},
+                "key": {"type": "string"},
+                "assistant": {"type": "string"},
+                "tool": {"type": "string"},
+                "args": {"type": "object", "additionalProperties": constraint},
+                "maxUses": {"type": ["integer", "null"]},
+                "usesLeft": {"type": ["integer", "null"]},
+                "uses": {"type": "integer"},
+                "duration": {"type": ["number", "null"]},
+                "expiresAt": _WHEN,
+                "review": {"type": ["integer", "null"]},
+                "grantedBy": {"type": ["string", "null"]},
+                "grantedAt": _WHEN,
+                "revokedAt": _WHEN,
+                "revokedBy": {"type": ["string", "null"]},
+                "revokeReason": {"type": "string"},
+            },
+        },
+        "GrantPage": {
+            "type": "object",
+            "required": ["items", "next"],
+            "properties": {
+                "items": {"type": "array", "items": _ref("Grant")},
+                "next": {"type": ["integer", "null"]},
+            },
+        },
+    }
+
+
+def _grant_paths(read_errors: dict[str, Any], decide_errors: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "/grants": {
+            "get": {
+                "operationId": "listGrants",
+                "summary": "Grants, oldest first, paginated; needs `view_grant`",
+                "parameters": [
+                    _query(
+                        "state",
+                        "",
+                        {"type": "string", "enum": ["live", "revoked", "expired", "used_up"]},
+                    ),
+                    _query("scope", "", {"type": "string", "enum": list(grant_rules.SCOPES)}),
+                    _query("tool", "", {"type": "string"}),
+                    _query("assistant", "", {"type": "string"}),
+                    _query("limit", "Default 50.", {"type": "integer", "minimum": 1}),
+                    _query("after", "Cursor.", {"type": "integer", "minimum": 0}),
+                ],
+                "responses": {"200": _ok("One page.", _ref("GrantPage")), **read_errors},
+            }
+        },
+        "/grants/{grantId}": {
+            "get": {
+                "operationId": "getGrant",
+                "summary": "One grant",
+                "parameters": [GRANT],
+                "responses": {"200": _ok("The grant.", _ref("Grant")), **read_errors},
+            }
+        },
+        "/grants/{grantId}/revoke": {
+            "post": {
+                "operationId": "revokeGrant",
+                "summary": "Revoke a grant (it stays as a record); needs `grant_approval`",
+                "parameters": [GRANT],
+                "requestBody": {
+                    "required": False,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {"reason": {"type": "string", "maxLength": 500}},
+                            }
+                        }
+                    },
+                },
+                "responses": {"200": _ok("The grant revoked.", _ref("Grant")), **decide_errors},
+            }
+        },
+    }
+
+
 def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "in": "query", "description": description, "schema": schema}
 
@@ -738,7 +866,7 @@ def openapi_document(server_url: str) -> dict[str, Any]:
                     "schema": {"type": "string"},
                 }
             },
-            "schemas": _schemas(),
+            "schemas": {**_schemas(), **_grant_schemas()},
         },
         "paths": {
             "/sessions/{sessionId}/interactions/{interactionId}/decide": {
@@ -805,5 +933,6 @@ def openapi_document(server_url: str) -> dict[str, Any]:
                 }
             },
             **_review_paths(read_errors, decide_errors),
+            **_grant_paths(read_errors, decide_errors),
         },
     }

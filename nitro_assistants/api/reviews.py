@@ -23,8 +23,8 @@ from nitro_assistants.client.results import INBOX_TYPES, REPLY_DECISIONS, messag
 from nitro_assistants.conf import app_settings
 from nitro_assistants.conversation import held_call_ids, held_messages, role_of
 from nitro_assistants.exceptions import ReviewSupersededError, ThreadResumptionError
-from nitro_assistants.models import Decision, Review
-from nitro_assistants.services import previews
+from nitro_assistants.models import Approval, Decision, Review
+from nitro_assistants.services import grants, previews
 from nitro_assistants.services.interactions import describe
 
 VIEW_PERMISSION = "nitro_assistants.view_review"
@@ -277,9 +277,14 @@ def decide(request: HttpRequest, user: Any, review_id: str) -> HttpResponse:
     if not services.may_decide(user, shown, "api"):
         raise ApiError(403, "forbidden", str(services.refusal(shown, "api", user)))
     body = _json_body(request)
+    grant = body.pop("grant", None) if isinstance(body, dict) else None
     try:
         # The pk, not the review read above: the revision and digest are the body's, as shown.
-        decision = services.decide(shown.pk, user, body, via="api")
+        decision: Decision | Approval
+        if grant is not None:  # an approval that also grants approval of calls like it
+            decision = grants.decide_with_grant(shown.pk, user, body, grant, via="api")
+        else:
+            decision = services.decide(shown.pk, user, body, via="api")
     except ThreadResumptionError as error:
         held = next(
             (k for k in ("tool_calls", "reply") if isinstance(body, dict) and k in body), ""

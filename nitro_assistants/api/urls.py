@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from nitro_assistants.api import reviews, views
+from nitro_assistants.api import grants, reviews, views
 
 app_name = "nitro_assistants_api"
 
@@ -25,6 +25,9 @@ urlpatterns = [
     path("reviews/<str:review_id>", reviews.review, name="review"),
     path("reviews/<str:review_id>/decide", reviews.decide, name="review_decide"),
     path("reviews/<str:review_id>/dismiss", reviews.dismiss, name="review_dismiss"),
+    path("grants", grants.grant_list, name="grants"),
+    path("grants/<str:grant_id>", grants.grant, name="grant"),
+    path("grants/<str:grant_id>/revoke", grants.revoke, name="grant_revoke"),
     path("openapi.json", views.openapi, name="openapi"),
     # Anything else under the prefix answers 404 in the envelope too, not Django's HTML page.
     re_path(r"^(?P<rest>.*)$", views.not_found, name="not_found"),

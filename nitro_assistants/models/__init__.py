@@ -6,6 +6,7 @@ from nitro_assistants.models.channels import SlackCard, SlackRequest, SlackUser
 from nitro_assistants.models.claims import Assignment, Claim
 from nitro_assistants.models.deliveries import Delivery
 from nitro_assistants.models.events import AuditChain, Event
+from nitro_assistants.models.grants import Grant
 from nitro_assistants.models.interactions import ApiKey, StepResult
 from nitro_assistants.models.notifications import Notification, NotificationPreference
 from nitro_assistants.models.policies import Approval, Policy, ReviewHandling
@@ -22,6 +23,7 @@ __all__ = [
     "Decision",
     "Delivery",
     "Event",
+    "Grant",
     "Notification",
     "NotificationPreference",
     "Policy",

@@ -131,6 +131,20 @@ class Policy(models.Model):
         choices=AfterEscalation.choices,
         default=AfterEscalation.NOTHING,
     )
+    allow_grants = models.BooleanField(
+        _("grants"),
+        default=True,
+        help_text=_(
+            "Whether a reviewer approving a call under this rule may also grant approval of "
+            "calls like it (a rule that reviews with one approval only)."
+        ),
+    )
+    grant_max_uses = models.PositiveIntegerField(
+        null=True, blank=True, help_text=_("The most uses a grant under this rule may have.")
+    )
+    grant_max_duration = models.DurationField(
+        null=True, blank=True, help_text=_("The longest a grant under this rule may last.")
+    )
     version = models.PositiveIntegerField(default=1, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -174,6 +188,9 @@ class Policy(models.Model):
             version=self.version,
             must_show=self.must_show,
             mode=self.mode,
+            grants=self.allow_grants,
+            grant_max_uses=self.grant_max_uses,
+            grant_max_seconds=_seconds(self.grant_max_duration),
         )
 
 

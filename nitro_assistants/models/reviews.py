@@ -179,7 +179,6 @@ class Decision(models.Model):
         SLACK = "slack", _("Slack")
         EMAIL = "email", _("e-mail reply")
         POLICY = "policy", _("policy rule")
-        # Reserved for standing grants (a later issue): no decision is recorded with it yet.
         GRANT = "grant", _("grant")
         DEADLINE = "deadline", _("deadline")
 
@@ -219,6 +218,14 @@ class Decision(models.Model):
     applied_at = models.DateTimeField(null=True, blank=True)
     run = models.OneToOneField(
         Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="decision"
+    )
+    grant = models.ForeignKey(
+        "nitro_assistants.Grant",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="decisions",
+        help_text=_("the grant that approved it (its granter gave it)"),
     )
 
     class Meta:

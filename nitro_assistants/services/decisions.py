@@ -531,6 +531,7 @@ def _record(
         channel=channel,
         decided_at=timezone.now(),
         run=run,
+        grant_id=getattr(user, "grant_id", None),  # a grant's decision names it
     )
     if allocated is not None:
         writes.insert(record)  # with the run and the review's status, on the events' statement

@@ -13,6 +13,8 @@ from django.utils import timezone
 from nitro_assistants import rules, signals
 from nitro_assistants.models import Claim, Decision, Review, Run, Thread
 from nitro_assistants.operations import get_operation
+from nitro_assistants.policy_rules import DEFAULT
+from nitro_assistants.services import grants
 from nitro_assistants.services.audit import events_batched, record_event, send_on_commit
 from nitro_assistants.services.deliveries import record_deliveries
 from nitro_assistants.services.lifecycle import supersede, transition
@@ -36,6 +38,8 @@ logger = logging.getLogger("nitro_assistants")
 #: The attribute of the caller's thread that keeps the policy rules' stamp the thread's locked
 #: read took (:func:`.policy_enforcement.stamp_annotations`), or None.
 RULES_STAMP = "rules_stamp"
+#: The same for the live grants' stamp (:func:`.grants.stamp_annotations`).
+GRANTS_STAMP = "grants_stamp"
 
 
 def _locked_thread(*, rules_stamp: bool = False) -> QuerySet[Thread]:
@@ -43,7 +47,9 @@ def _locked_thread(*, rules_stamp: bool = False) -> QuerySet[Thread]:
     next_id = ids.next_id(Review)
     if next_id is not None:
         threads = threads.annotate(**{REVIEW_ID: next_id})
-    return threads.annotate(**stamp_annotations()) if rules_stamp else threads
+    if not rules_stamp:
+        return threads
+    return threads.annotate(**stamp_annotations(), **grants.stamp_annotations())
 
 
 #: A thread's row locked (compiled once, :mod:`.sql.reads`), as a new message and a sync lock it;
@@ -70,6 +76,10 @@ def lock_thread(thread: Thread, *, paused: bool = False) -> None:
     setattr(thread, REVIEW_ID, getattr(locked, REVIEW_ID, None))
     stamp = tuple(getattr(locked, name) for name in STAMP_ANNOTATIONS) if with_stamp else None
     setattr(thread, RULES_STAMP, stamp)
+    granted = (
+        tuple(getattr(locked, name) for name in grants.STAMP_ANNOTATIONS) if with_stamp else None
+    )
+    setattr(thread, GRANTS_STAMP, granted)
 
 
 def _new_review(thread: Thread, run: Run | None, fields: dict[str, Any]) -> Review:
@@ -196,6 +206,8 @@ def mirror_pending(
     # The rules' stamp the thread's lock took, for this mirror only.
     stamp = getattr(thread, RULES_STAMP, None)
     setattr(thread, RULES_STAMP, None)
+    granted = getattr(thread, GRANTS_STAMP, None)
+    setattr(thread, GRANTS_STAMP, None)
     if unapplied is None:
         unapplied = unapplied_reviews(thread)
     # At most one is pending (nitro_assistants_one_pending_review).
@@ -219,6 +231,7 @@ def mirror_pending(
     # The rules are read before the review is queued: with no write queued, the read sends none
     # first.
     rule_set = ruleset(stamp)
+    live = grants.live_grants(granted) if fields["kind"] == rules.TOOL_CALLS else None
     review = _new_review(thread, run, fields)
     if (
         current is not None
@@ -230,7 +243,9 @@ def mirror_pending(
     send_on_commit(signals.review_requested, Review, review=review, thread=thread, run=run)
     review = _stuck(review, run, fields)
     if review.status == Review.Status.PENDING:  # a stuck pause is never decided by a policy
-        review_mirrored(review, rule_set)  # the policy rules: a handling, or a decision at once
+        row = review_mirrored(review, rule_set)  # the policy rules: a handling, or a decision
+        if live is not None:  # a grant covering every call: a decision after commit
+            grants.review_mirrored(review, row.handling if row is not None else DEFAULT, live)
     return review
 
 

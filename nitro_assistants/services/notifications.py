@@ -229,9 +229,16 @@ def _enqueue(channel: str, user_pk: int | None, countdown: float) -> None:
         logger.exception("Could not enqueue notifications for %s on %s", user_pk, channel)
 
 
+#: The attribute a review mirrored with a grant covering it carries (:mod:`.grants`): the grant's
+#: task decides it, and tells people only if it does not.
+GRANT_EXPECTED = "grant_expected"
+
+
 def review_needs_people(review: Review) -> bool:
     """Whether anyone is to be told of ``review``: a pending tool-call/reply review no rule
-    decides at once."""
+    decides at once, nor a grant about to."""
+    if getattr(review, GRANT_EXPECTED, False):
+        return False
     try:
         action = review.handling.action
     except ReviewHandling.DoesNotExist:

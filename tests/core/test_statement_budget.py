@@ -18,11 +18,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from nitro_assistants import services
-from nitro_assistants.models import Claim, Decision, Event, Policy, Review, Run
+from nitro_assistants.models import Claim, Decision, Event, Grant, Policy, Review, Run
 from nitro_assistants.services import chain_verify, claims
 from nitro_assistants.services.decisions import DECIDE_PERMISSION
+from nitro_assistants.services.grants import live_grants
 from nitro_assistants.services.policy_enforcement import ruleset
 from nitro_assistants.testing import FakeAssistant, run_result
 from tests.core.conftest import tool_review
@@ -53,9 +55,14 @@ def counted(name: str, call: Callable[[], Any], spent: dict[str, list[str]]) -> 
     return result
 
 
+@pytest.mark.parametrize("granted", [False, True], ids=["no grant", "a grant elsewhere"])
 @pytest.mark.parametrize("live_cache", [None, "live"], ids=["per-process cache", "shared cache"])
 def test_a_governed_flow_stays_within_its_statement_budget(
-    fake_assistant: FakeAssistant, enqueued: list[Any], settings: Any, live_cache: str | None
+    fake_assistant: FakeAssistant,
+    enqueued: list[Any],
+    settings: Any,
+    live_cache: str | None,
+    granted: bool,
 ) -> None:
     """start_run: one statement: the thread, its run, its two events and its chain's head, whose
     thread INSERT selects nothing while a stop refuses the run (issue 36).
@@ -103,7 +110,19 @@ def test_a_governed_flow_stays_within_its_statement_budget(
     Policy.objects.create(
         name="Rescheduling is for staff", tool="reschedule_appointment", group=staff
     )
+    if granted:  # a live grant of the same assistant for another tool: checked, not matched
+        Grant.objects.create(
+            scope="assistant",
+            key="walkthrough",
+            assistant_key="walkthrough",
+            tool="refund",
+            constraints={"amount": {"max": 20}},
+            max_uses=3,
+            uses_left=3,
+            granted_at=timezone.now(),
+        )
     ruleset()  # compiled once per change of the rules, as a running worker has them
+    live_grants()  # the same for the live grants: the flow checks them, and none covers its call
     fake_assistant.results = [run_result(tool_review()), run_result(reply="Moved to Tuesday")]
     spent: dict[str, list[str]] = {}
 
@@ -151,3 +170,4 @@ def test_a_governed_flow_stays_within_its_statement_budget(
         f"{name} ({len(spent[name])} > {budget[name]}):\n{text}" for name, text in over.items()
     )
     assert {name: len(statements) for name, statements in spent.items()} == budget
+    assert Grant.objects.get().uses == 0 if granted else True  # no grant matched the call

@@ -19,7 +19,14 @@ from tests.core.conftest import celery_worker, proxy, server_settings
 
 __all__ = ["celery_worker", "proxy", "server_settings"]
 
-TASKS = ("apply_policy", "resume_thread", "run_thread", "sweep_deadlines", "send_notifications")
+TASKS = (
+    "apply_policy",
+    "apply_grant",
+    "resume_thread",
+    "run_thread",
+    "sweep_deadlines",
+    "send_notifications",
+)
 
 
 @pytest.fixture

@@ -132,6 +132,9 @@ def test_the_document_is_openapi_3_1_and_served(client: Any) -> None:
         "/reviews/{reviewId}",
         "/reviews/{reviewId}/decide",
         "/reviews/{reviewId}/dismiss",
+        "/grants",
+        "/grants/{grantId}",
+        "/grants/{grantId}/revoke",
     }
 
 

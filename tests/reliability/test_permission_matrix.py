@@ -35,6 +35,7 @@ from nitro_assistants.models import (
     ApiKey,
     Decision,
     Event,
+    Grant,
     Notification,
     NotificationPreference,
     Policy,
@@ -121,6 +122,16 @@ def build_world() -> World:
             scope=Stop.Scope.ALL, reason="drill", reviews_resumed_at=now(), resumed_at=now()
         ).pk,
         "slackuser": SlackUser.objects.create(slack_user_id="U0OLIVIA", user=opener).pk,
+        "grant": Grant.objects.create(
+            scope="thread",
+            key=str(tool_review.thread_id),
+            assistant_key=tool_review.thread.assistant_key,
+            tool="reschedule_appointment",
+            constraints={"day": {"eq": "Tuesday"}},
+            max_uses=1,
+            uses_left=1,
+            granted_at=now(),
+        ).pk,
     }
     return World(opener, key, api_key, thread, question, tool_review, pks)
 
@@ -405,6 +416,26 @@ def governance_cases() -> list[Case]:
         Case("stop:object", "<path:object_id>/", "GET", f"{stop}/",
              admin_expect(302, nobody=302)),
     ]  # fmt: skip
+    # Grants: listed, looked at and revoked by holders of ``view_grant`` / ``grant_approval``
+    # (here only superusers); records, so nobody adds, changes or deletes one here.
+    grants, grant = f"{ADMIN}/grant", f"{ADMIN}/grant/{{grant}}"
+    cases += [
+        Case("grant:changelist", "", "GET", f"{grants}/", only_root),
+        Case("grant:revoke", "", "POST", f"{grants}/", admin_expect(403, superuser=302),
+             {"action": "revoke_selected", "_selected_action": ["{grant}"]}),
+        Case("grant:add", "add/", "GET", f"{grants}/add/", nobody_at_all),
+        Case("grant:history", "<path:object_id>/history/", "GET", f"{grant}/history/",
+             only_root),
+        Case("grant:delete", "<path:object_id>/delete/", "GET", f"{grant}/delete/",
+             nobody_at_all),
+        Case("grant:delete-post", "<path:object_id>/delete/", "POST", f"{grant}/delete/",
+             nobody_at_all, {"post": "yes"}, check="not_deleted"),
+        Case("grant:change", "<path:object_id>/change/", "GET", f"{grant}/change/", only_root),
+        Case("grant:change-post", "<path:object_id>/change/", "POST", f"{grant}/change/",
+             nobody_at_all, {"tool": "anything"}),
+        Case("grant:object", "<path:object_id>/", "GET", f"{grant}/",
+             admin_expect(302, nobody=302)),
+    ]  # fmt: skip
     # Slack users: a link lets a Slack account decide as the Django user, so superusers only.
     links, link = f"{ADMIN}/slackuser", f"{ADMIN}/slackuser/{{slackuser}}"
     cases += [
@@ -483,6 +514,15 @@ def api_cases() -> list[Case]:
         Case("api:review-decide-question", "reviews/<str:review_id>/decide", "POST",
              f"{API}/reviews/{{question}}/decide", api_expect(200, 403, 404),
              {"{revision}": "", **decide}, api=True, check="decided_by_opener"),
+        # Grants: read with view_grant, revoked with grant_approval (here only superusers); a
+        # caller with neither does not learn that one exists.
+        Case("api:grants", "grants", "GET", f"{API}/grants",
+             {**api_expect(403, 403, 403), SUPERUSER: 200}, api=True),
+        Case("api:grant", "grants/<str:grant_id>", "GET", f"{API}/grants/{{grant}}",
+             {**api_expect(404, 404, 404), SUPERUSER: 200}, api=True),
+        Case("api:grant-revoke", "grants/<str:grant_id>/revoke", "POST",
+             f"{API}/grants/{{grant}}/revoke", {**api_expect(404, 404, 404), SUPERUSER: 200},
+             {}, api=True),
         Case("api:openapi", "openapi.json", "GET", f"{API}/openapi.json",
              api_expect(200, 200, 200, anonymous=200), api=True),
         Case("api:unknown", "^(?P<rest>.*)$", "GET", f"{API}/sessions", api_expect(404, 404, 404,
