@@ -39,7 +39,7 @@ def test_shadow_rules_add_no_statement_to_the_governed_flow(
         ),
     ]
     budget.test_a_governed_flow_stays_within_its_statement_budget(
-        fake_assistant, enqueued, settings, live_cache
+        fake_assistant, enqueued, settings, live_cache, granted=False
     )
     handling = ReviewHandling.objects.get()
     assert {v["rule_name"] for v in handling.rule["shadow"].values()} == {t.name for t in trials}
