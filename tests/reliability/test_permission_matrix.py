@@ -354,6 +354,12 @@ def governance_cases() -> list[Case]:
              only_root, {}),
         Case("policy:object", "<path:object_id>/", "GET", f"{rule}/",
              admin_expect(302, nobody=302)),
+        # Shadow rules: a rule's verdicts and agreement, and the replay of a draft rule set.
+        Case("policy:agreement", "<path:object_id>/agreement/", "GET", f"{rule}/agreement/",
+             only_root),
+        Case("policy:replay", "replay/", "GET", f"{rules}/replay/", only_root),
+        Case("policy:replay-post", "replay/", "POST", f"{rules}/replay/", only_root,
+             {"rules": "[]", "last": "10"}),
     ]  # fmt: skip
     outbox = f"{ADMIN}/notification"
     sent = f"{outbox}/{{notification}}"
