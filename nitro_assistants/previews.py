@@ -20,6 +20,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from nitro_assistants.exceptions import InvalidArgumentError
+
 #: A value longer than this (characters, or lines) is drawn collapsed, its first line showing.
 LONG_CHARS: Final = 600
 LONG_LINES: Final = 10
@@ -168,23 +170,25 @@ def parts(payload: Any, required: Iterable[str], hidden: Iterable[str] = ()) -> 
 
 def clean_shown(raw: Any) -> list[str] | None:
     """What a decision says was shown: a list of paths (None when it says nothing). Raises
-    ``ValueError`` saying what is wrong."""
+    ``InvalidArgumentError`` (a ``ValueError``) saying what is wrong."""
     if raw is None:
         return None
     if not isinstance(raw, list | tuple):
-        raise ValueError("`shown` must be a list of the paths shown (tool_calls.0.args.body)")
+        raise InvalidArgumentError(
+            "`shown` must be a list of the paths shown (tool_calls.0.args.body)"
+        )
     if len(raw) > MAX_SHOWN:
-        raise ValueError(f"`shown` takes at most {MAX_SHOWN} paths; got {len(raw)}")
+        raise InvalidArgumentError(f"`shown` takes at most {MAX_SHOWN} paths; got {len(raw)}")
     paths: list[str] = []
     for item in raw:
         if not isinstance(item, str) or not item.strip() or len(item) > MAX_PATH:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"Each path of `shown` must be a non-blank string of at most {MAX_PATH} "
                 "characters (tool_calls.0.args.body)"
             )
         if any(char == "\x00" or "\ud800" <= char <= "\udfff" for char in item):
             # What the decision records must be storable (PostgreSQL's jsonb refuses these).
-            raise ValueError("A path of `shown` holds a NUL or a lone surrogate")
+            raise InvalidArgumentError("A path of `shown` holds a NUL or a lone surrogate")
         paths.append(item.strip())
     return list(dict.fromkeys(paths))
 

@@ -41,6 +41,7 @@ from django.db.models import (
 from django.utils import timezone
 
 from nitro_assistants import grant_rules, policy_rules, rules, signals, subjects
+from nitro_assistants.exceptions import NitroAssistantsError
 from nitro_assistants.grant_rules import GrantError, GrantForbiddenError
 from nitro_assistants.models import Decision, Grant, Notification, Review, ReviewHandling, Thread
 from nitro_assistants.services import (
@@ -345,7 +346,7 @@ def decide_with_grant(
 # -- using a grant ------------------------------------------------------------------------------
 
 
-class _UsedUp(Exception):
+class _UsedUp(NitroAssistantsError):
     """A grant's last use went to another review meanwhile: nothing is decided."""
 
 
