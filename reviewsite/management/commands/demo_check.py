@@ -171,7 +171,10 @@ class Command(BaseCommand):
     def check_grant(self, page: Page, grant: Grant, granted: Review) -> None:
         """The grant on the Grant list (its tool, one use of three, its granter, live) and its
         page; the review it approved names it and its granter in its decision."""
+        # Wider, as for the queue: at 1400 px the list's last column (state) is at the edge.
+        page.set_viewport_size({"width": 1900, "height": 900})
         self.open(page, "/admin/nitro_assistants/grant/", "grants")
+        page.set_viewport_size({"width": 1400, "height": 900})
         row = page.locator("#result_list tbody tr").filter(
             has=page.locator(f'a[href*="/grant/{grant.pk}/"]')
         )
