@@ -162,7 +162,8 @@ class Command(BaseCommand):
 
     def granted(self) -> tuple[Grant, Review]:
         """The seeded grant and the review it approved (the seed waited for it)."""
-        grant = Grant.objects.select_related("review", "granted_by").first()
+        # The last one given (a database seeded again keeps the earlier ones, revoked).
+        grant = Grant.objects.select_related("review", "granted_by").order_by("pk").last()
         granted = Review.objects.filter(decision__grant=grant).first() if grant else None
         if grant is None or granted is None:
             raise CommandError(f"the seed should leave a grant and a review it approved: {grant}")

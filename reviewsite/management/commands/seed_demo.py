@@ -186,6 +186,7 @@ GRANT_CUSTOMERS = {
 #: The grant the admin gives with the Thursday move (docs/governance.md#grants): moves of
 #: appointment 42 to Thursday or Friday at 10:00, in any of the assistant's conversations, 3 times.
 GRANT = {"scope": "assistant", "uses": 3, "args": {"day": {"in": ["Thursday", "Friday"]}}}
+GRANT_TOOL = "reschedule_appointment"
 
 
 def sms(text: str, customers: dict[str, tuple[str, str]]) -> Run:
@@ -206,6 +207,12 @@ def seed_grant(admin: Any, timeout: float) -> Grant:
     the Friday move comes in, and the grant approves it (the task ``nitro_assistants.apply_grant``:
     in this process without a broker, on the worker with one). Returns once both threads wait on
     their reply to the customer."""
+    # Seeded again into the same database: the last seed's grant would approve the Thursday move
+    # at once, and nobody could give this one. Revoked, it stays on the Grant list as a record.
+    for earlier in Grant.objects.filter(
+        revoked_at__isnull=True, granted_by=admin, tool=GRANT_TOOL
+    ).values_list("pk", flat=True):
+        grants.revoke(earlier, admin, reason="the demo was seeded again")
     given = sms(script.MOVE_THURSDAY, GRANT_CUSTOMERS)
     wait_for(
         "the Thursday move's review",
