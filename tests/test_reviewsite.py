@@ -59,11 +59,13 @@ def assert_demo_passed(done: subprocess.CompletedProcess[str]) -> None:
     assert "login: admin / " in done.stdout
     # The four kinds, plus the governed ones: the small refund's reply (its refund approved by
     # its rule), the large refund (two approvals), the escalated cancellation and the expired
-    # deposit refund's reply (the assistant told nobody answered).
+    # deposit refund's reply (the assistant told nobody answered); and the replies of the two
+    # moves of the grant (one approved by the admin giving it, one by the grant).
     assert (
-        "seeded: 8 pending reviews (plan, question, reply, reply, reply, tool_calls, tool_calls, "
-        "tool_calls)" in done.stdout
+        "seeded: 10 pending reviews (plan, question, reply, reply, reply, reply, reply, "
+        "tool_calls, tool_calls, tool_calls)" in done.stdout
     )
+    assert "grant #1: reschedule_appointment (assistant), used 1 of 3" in done.stdout
     assert "finance login: finance / " in done.stdout
     # The seed's notifications (printed by the console e-mail backend: in the seed's output when
     # tasks run in the site, in the worker's log with a broker) link to the site where the demo
@@ -80,7 +82,8 @@ def assert_demo_passed(done: subprocess.CompletedProcess[str]) -> None:
     # The check ran in chromium: every page it opened had the admin's stylesheet, and the plan's
     # steps ran the demo's operations.
     # The check counts what the seed printed: every review it left pending is in the queue.
-    assert "demo check passed: the 8 seeded pending reviews listed" in done.stdout
+    assert "demo check passed: the 10 seeded pending reviews listed" in done.stdout
+    assert re.search(r"grant #1 given with review \d+, approved review \d+", done.stdout)
     assert "pages rendered with the admin's stylesheet" in done.stdout
     assert "Moved Dana Whitfield's appointment from Monday to Tuesday" in done.stdout
     assert "Texted Sam Ortiz the new time" in done.stdout
@@ -293,6 +296,13 @@ def test_the_demo_model_answers_the_seeded_customers_and_the_reviewers_decisions
 
     assert turn(script.CONFIRM).content == "Thanks for confirming! See you Monday at 9am."
     assert turn(script.MOVE).tool_calls[0]["name"] == "reschedule_appointment"
+    # The grant's two moves: the same call but for the day, the second inside the grant.
+    for text, day in ((script.MOVE_THURSDAY, "Thursday"), (script.MOVE_FRIDAY, "Friday")):
+        (call,) = turn(text).tool_calls
+        assert (call["name"], call["args"]) == (
+            "reschedule_appointment",
+            {"appointment_id": 42, "day": day, "time": "10:00"},
+        )
     assert turn(script.ASK_DAY).tool_calls[0]["args"]["kind"] == "question"
     answered = {"decision": "answer", "answers": [{"questionId": "day", "optionIds": ["fri"]}]}
     assert turn(script.ASK_DAY, answered).content == (

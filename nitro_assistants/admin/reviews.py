@@ -519,6 +519,12 @@ class ReviewAdmin(
             and bool(request.user.has_perm(grants.GRANT_PERMISSION)),
             "stale": stale,
             "decision": decision,
+            # The grant that decided it, on its own page (what it covers, its uses left).
+            "grant_url": reverse(
+                f"{self.admin_site.name}:nitro_assistants_grant_change", args=[decision.grant_id]
+            )
+            if decision is not None and decision.grant_id
+            else "",
             "superseded": superseded,
             # What an approved plan's steps did, as they run (their operations' results).
             "step_results": [

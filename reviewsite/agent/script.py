@@ -79,6 +79,10 @@ LARGE_REFUND = "Your technician flooded my kitchen. Please refund the $480 I pai
 CANCEL = "Please cancel my appointment, I'm moving away."
 #: A deposit refund, whose rule expires it unanswered during the seed: the assistant is told.
 DEPOSIT_REFUND = "I cancelled last week's booking. Please refund my $75 deposit."
+#: A move the admin approves with a grant ("moves to Thursday or Friday at 10:00, 3 times").
+MOVE_THURSDAY = "Monday is bad for me now. Could you move me to Thursday morning?"
+#: A move inside that grant, from another customer: the grant approves it, nobody is asked.
+MOVE_FRIDAY = "Something came up on Monday. Is Friday at 10 possible instead?"
 
 
 def _call(name: str, **args: object) -> str:
@@ -96,4 +100,6 @@ SCRIPT = {
     LARGE_REFUND: _call("refund", appointment_id=42, amount=480, reason="water damage"),
     CANCEL: _call("cancel_appointment", appointment_id=42),
     DEPOSIT_REFUND: _call("refund", appointment_id=42, amount=75, reason="deposit"),
+    MOVE_THURSDAY: _call("reschedule_appointment", appointment_id=42, day="Thursday", time="10:00"),
+    MOVE_FRIDAY: _call("reschedule_appointment", appointment_id=42, day="Friday", time="10:00"),
 }

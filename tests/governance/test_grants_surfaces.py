@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from nitro_assistants.models import ApiKey, Decision, Grant, Policy, Review
@@ -275,4 +276,7 @@ def test_a_review_a_grant_decided_names_the_grant_and_its_granter(
     client = Client()
     client.force_login(reviewer("rita"))
     page = client.get(screen(covered)).content.decode()
-    assert f"#{decision.grant_id}, given by gina" in page
+    # Nobody's name as who decided, the grant linked to its page, and who gave it.
+    grant_url = reverse("admin:nitro_assistants_grant_change", args=[decision.grant_id])
+    assert "a grant (nobody was asked)" in page
+    assert f'<a href="{grant_url}">#{decision.grant_id}</a>, given by gina' in page

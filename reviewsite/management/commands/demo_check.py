@@ -4,7 +4,8 @@ admin's stylesheet applied, every static file loaded and no script error; then d
 tool call and approve the plan through their review screens and see what came of them; and see
 the example policy rules at work (docs/governance.md): the small refund decided by its rule, the
 large one waiting for two approvals in Finance (approved by the admin, then by the Finance
-reviewer), the cancellation escalated and flagged overdue, and the deposit refund expired.
+reviewer), the cancellation escalated and flagged overdue, and the deposit refund expired; and
+the scoped approval grant the admin gave: listed with its uses, and the move it approved saying so.
 
 The database is read only before the browser starts and after it closes (Playwright's sync API
 runs an event loop in this thread, where Django refuses ORM calls); in between, the check waits
@@ -22,7 +23,15 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from playwright.sync_api import Page, Response, sync_playwright
 
-from nitro_assistants.models import Decision, Delivery, Review, ReviewHandling, StepResult, Thread
+from nitro_assistants.models import (
+    Decision,
+    Delivery,
+    Grant,
+    Review,
+    ReviewHandling,
+    StepResult,
+    Thread,
+)
 from reviewsite import outbox
 from reviewsite.management.commands.seed_demo import seeded_pending
 from reviewsite.models import Appointment
@@ -71,10 +80,12 @@ class Command(BaseCommand):
             self.shots.mkdir(parents=True, exist_ok=True)
 
         governed = self.governed()
+        grant, granted = self.granted()
         pending = {
             r.kind: r
             for r in Review.objects.filter(status=Review.Status.PENDING).exclude(
                 thread__in=[r.thread_id for r in governed.values()]
+                + [grant.review.thread_id, granted.thread_id]
             )
         }
         if set(pending) != {"tool_calls", "reply", "question", "plan"}:
@@ -103,6 +114,7 @@ class Command(BaseCommand):
                 steps = self.approve_plan(page, plan.pk)
                 self.check_governance(page, governed)
                 self.check_shadow(page)
+                self.check_grant(page, grant, granted)
                 self.approve_quorum(
                     page,
                     governed["quorum"].pk,
@@ -144,8 +156,52 @@ class Command(BaseCommand):
             f"{Delivery.objects.filter(status='failed').count()} failed; governance: "
             f"review {governed['auto'].pk} approved by its rule, review {governed['quorum'].pk} "
             f"approved by two ({quorum.note}), review {governed['escalated'].pk} escalated, "
-            f"review {governed['expired'].pk} expired unanswered"
+            f"review {governed['expired'].pk} expired unanswered; grant #{grant.pk} given with "
+            f"review {grant.review_id}, approved review {granted.pk}"
         )
+
+    def granted(self) -> tuple[Grant, Review]:
+        """The seeded grant and the review it approved (the seed waited for it)."""
+        # The last one given (a database seeded again keeps the earlier ones, revoked).
+        grant = Grant.objects.select_related("review", "granted_by").order_by("pk").last()
+        granted = Review.objects.filter(decision__grant=grant).first() if grant else None
+        if grant is None or granted is None:
+            raise CommandError(f"the seed should leave a grant and a review it approved: {grant}")
+        return grant, granted
+
+    def check_grant(self, page: Page, grant: Grant, granted: Review) -> None:
+        """The grant on the Grant list (its tool, one use of three, its granter, live) and its
+        page; the review it approved names it and its granter in its decision."""
+        # Wider, as for the queue: at 1400 px the list's last column (state) is at the edge.
+        page.set_viewport_size({"width": 1900, "height": 900})
+        self.open(page, "/admin/nitro_assistants/grant/", "grants")
+        page.set_viewport_size({"width": 1400, "height": 900})
+        row = page.locator("#result_list tbody tr").filter(
+            has=page.locator(f'a[href*="/grant/{grant.pk}/"]')
+        )
+        text = " ".join(" ".join(row.all_inner_texts()).split())
+        granter = grant.granted_by.get_username() if grant.granted_by else ""
+        for expected in (grant.tool, "1 / 3", granter, "live"):
+            if expected not in text:
+                raise CommandError(f"the Grant list's row of grant {grant.pk} reads {text!r}")
+        path = f"/admin/nitro_assistants/review/{granted.pk}/review/"
+        self.open(page, path, "review-granted")
+        decision = " ".join(page.locator(".nitro-decision .nitro-facts").all_inner_texts())
+        decision = " ".join(decision.split())
+        for expected in (
+            "a grant (nobody was asked)",
+            f"#{grant.pk}, given by {granter}",
+            f"Approved by grant #{grant.pk}",
+        ):
+            if expected not in decision:
+                raise CommandError(f"review {granted.pk}'s decision reads {decision!r}")
+        # Its link leads to the grant's page: what it covers, the uses it has left.
+        with page.expect_navigation() as navigation:
+            page.locator("#nitro-grant a").click()
+        response = navigation.value
+        self.check_page(page, response.status if response else 0, page.url, "grant")
+        if f"/grant/{grant.pk}/change/" not in page.url:
+            raise CommandError(f"review {granted.pk}'s grant link leads to {page.url}")
 
     def check_stop(self, page: Page) -> None:
         """The stop button: a stop of one tool added in the admin shows its banner on every

@@ -2,7 +2,8 @@
 conversations are about, example policy rules (docs/governance.md), conversations waiting on
 each kind of review, and three the rules handle: a small refund approved at once, a large one
 waiting for two approvals, a cancellation whose deadline passes and is escalated, and a deposit
-refund that expires unanswered (the assistant is told so).
+refund that expires unanswered (the assistant is told so); and a scoped approval grant: the
+admin approves a move with a grant, and the grant approves the next move inside it.
 
 Runs go through Celery: eagerly in this process without a broker, or on the demo's worker with
 one. Either way the command waits until each conversation has settled (its review is there, the
@@ -23,8 +24,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from nitro_assistants import services
-from nitro_assistants.models import Delivery, Policy, Review, ReviewHandling, Run, Thread
-from nitro_assistants.services import governance
+from nitro_assistants.models import Delivery, Grant, Policy, Review, ReviewHandling, Run, Thread
+from nitro_assistants.rules import approve_everything
+from nitro_assistants.services import governance, grants
 from reviewsite.agent import script
 from reviewsite.models import Appointment
 
@@ -175,6 +177,74 @@ SMS_CUSTOMERS = {
     script.CANCEL: ("Aisha Khan", "+1 555 0119"),
     script.DEPOSIT_REFUND: ("Lena Park", "+1 555 0164"),
 }
+#: Who asks for the moves a grant covers: the first one's approval gives it, the second one is
+#: approved by it (two customers: the grant covers the assistant's conversations, not one).
+GRANT_CUSTOMERS = {
+    script.MOVE_THURSDAY: ("Priya Shah", "+1 555 0131"),
+    script.MOVE_FRIDAY: ("Jonas Weber", "+1 555 0153"),
+}
+#: The grant the admin gives with the Thursday move (docs/governance.md#grants): moves of
+#: appointment 42 to Thursday or Friday at 10:00, in any of the assistant's conversations, 3 times.
+GRANT = {"scope": "assistant", "uses": 3, "args": {"day": {"in": ["Thursday", "Friday"]}}}
+GRANT_TOOL = "reschedule_appointment"
+
+
+def sms(text: str, customers: dict[str, tuple[str, str]]) -> Run:
+    """A customer's message, as an SMS gateway would start it (no site user): whoever reviews
+    it may approve it (separation of duties, docs/governance.md#quorum). The gateway says who is
+    writing (the thread's metadata): the queue shows them by name and number (THREAD_SUBJECT in
+    reviewsite/settings.py) and its search finds them."""
+    customer, phone = customers[text]
+    return services.start_run(
+        ASSISTANT,
+        [{"role": "user", "content": text}],
+        metadata={"customer": customer, "phone": phone},
+    )
+
+
+def seed_grant(admin: Any, timeout: float) -> Grant:
+    """The admin approves the Thursday move with :data:`GRANT`, as on its review screen; then
+    the Friday move comes in, and the grant approves it (the task ``nitro_assistants.apply_grant``:
+    in this process without a broker, on the worker with one). Returns once both threads wait on
+    their reply to the customer."""
+    # Seeded again into the same database: the last seed's grant would approve the Thursday move
+    # at once, and nobody could give this one. Revoked, it stays on the Grant list as a record.
+    for earlier in Grant.objects.filter(
+        revoked_at__isnull=True, granted_by=admin, tool=GRANT_TOOL
+    ).values_list("pk", flat=True):
+        grants.revoke(earlier, admin, reason="the demo was seeded again")
+    given = sms(script.MOVE_THURSDAY, GRANT_CUSTOMERS)
+    wait_for(
+        "the Thursday move's review",
+        lambda: Review.objects.filter(
+            thread=given.thread_id, kind=Review.Kind.TOOL_CALLS, status=Review.Status.PENDING
+        ).exists(),
+        timeout,
+    )
+    held = Review.objects.get(thread=given.thread_id, status=Review.Status.PENDING)
+    grants.decide_with_grant(
+        held, admin, approve_everything(held.kind, held.tool_calls), GRANT, via="admin"
+    )
+    grant = Grant.objects.get(review=held)
+    covered = sms(script.MOVE_FRIDAY, GRANT_CUSTOMERS)
+    wait_for(
+        "the Friday move's approval by the grant",
+        lambda: Review.objects.filter(thread=covered.thread_id, decision__grant=grant).exists(),
+        timeout,
+    )
+    threads = [given.thread_id, covered.thread_id]
+    wait_for(
+        "the two moves' replies",
+        lambda: (
+            Review.objects.filter(
+                thread__in=threads, kind=Review.Kind.REPLY, status=Review.Status.PENDING
+            ).count()
+            == len(threads)
+        ),
+        timeout,
+    )
+    grant.refresh_from_db()  # its use, counted since it was given
+    return grant
 
 
 class Command(BaseCommand):
@@ -214,18 +284,8 @@ class Command(BaseCommand):
         ]
         # One conversation settled and delivered, one whose delivery failed.
         settling = [converse(script.DELIVERED), converse(script.FAILED)]
-        # A customer's messages, as an SMS gateway would start them (no site user): whoever
-        # reviews them may approve (separation of duties, docs/governance.md#quorum).
-        # The gateway says who is writing (the thread's metadata): the queue shows them by name
-        # and number (THREAD_SUBJECT in reviewsite/settings.py) and its search finds them.
-        governed = {
-            text: services.start_run(
-                ASSISTANT,
-                [{"role": "user", "content": text}],
-                metadata={"customer": customer, "phone": phone},
-            )
-            for text, (customer, phone) in SMS_CUSTOMERS.items()
-        }
+        # The customers' messages the rules meet, by SMS.
+        governed = {text: sms(text, SMS_CUSTOMERS) for text in SMS_CUSTOMERS}
         pks = [run.pk for run in runs + settling + list(governed.values())]
         wait_for(
             f"the {len(pks)} seeded runs finishing",
@@ -290,10 +350,16 @@ class Command(BaseCommand):
             timeout,
         )
 
+        # Last, so that no review seeded above is mirrored while the grant is live.
+        grant = seed_grant(admin, timeout)
+
         kinds = [review.kind for review in seeded_pending()]
         outcomes = sorted(Delivery.objects.values_list("status", flat=True))
         self.stdout.write(f"seeded: {len(kinds)} pending reviews ({', '.join(kinds)})")
         self.stdout.write(f"deliveries: {', '.join(outcomes)}")
         self.stdout.write(f"policy rules: {', '.join(rule.name for rule in rules)}")
+        self.stdout.write(
+            f"grant #{grant.pk}: {grant.tool} ({grant.scope}), used {grant.uses} of {grant.max_uses}"
+        )
         self.stdout.write(f"login: {admin.get_username()} / {password}")
         self.stdout.write(f"finance login: {finance.get_username()} / {password}")
