@@ -134,6 +134,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors.extend(_check_governance())
     errors.extend(_check_channels())
     errors.extend(_check_redact())
+    errors.extend(_check_expiry())
     subject_problem = setting_problem()
     if subject_problem:
         errors.append(
@@ -415,6 +416,23 @@ def _check_channels() -> list[CheckMessage]:
                 )
             )
     return errors
+
+
+def _check_expiry() -> list[CheckMessage]:
+    """``EXPIRY_WARNING_LEAD``: seconds or a ``timedelta`` (read when the sweep runs: a bad value
+    would fail every sweep, so it is told at start-up)."""
+    try:
+        _ = app_settings.EXPIRY_WARNING_LEAD
+    except NitroAssistantsError as exc:
+        return [
+            Error(
+                str(exc),
+                hint="e.g. 900 (15 minutes) or datetime.timedelta(minutes=15); 0 or None: no "
+                "warning before a review expires.",
+                id="nitro_assistants.E036",
+            )
+        ]
+    return []
 
 
 def _check_redact() -> list[CheckMessage]:

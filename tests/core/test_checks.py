@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime
 import sys
 from pathlib import Path
 from typing import Any
@@ -203,3 +204,15 @@ def test_only_the_databases_the_apps_models_are_routed_to_are_checked(settings: 
     settings.DATABASE_ROUTERS = [f"{__name__}.ToLegacy"]
     [error] = database_errors(settings, legacy=legacy)
     assert error.msg.startswith("DATABASES['legacy'] is a mysql database")
+
+
+@pytest.mark.parametrize("lead", ["15 minutes", [900], True])
+def test_an_expiry_warning_lead_the_sweep_cannot_read_is_a_check_error(
+    settings: Any, lead: Any
+) -> None:
+    assert ids(settings, EXPIRY_WARNING_LEAD=lead) == ["nitro_assistants.E036"]
+
+
+@pytest.mark.parametrize("lead", [900, 0, None, datetime.timedelta(minutes=5)])
+def test_an_expiry_warning_lead_in_seconds_or_a_timedelta_passes(settings: Any, lead: Any) -> None:
+    assert ids(settings, EXPIRY_WARNING_LEAD=lead) == []
