@@ -156,6 +156,13 @@ class StorableJSONField(forms.JSONField):
         return super().prepare_value(value)
 
 
+class BlankableJSONField(StorableJSONField):
+    """An optional JSON field whose empty value shows as a blank box, not ``null``."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return "" if value is None else super().prepare_value(value)
+
+
 def _argument_field(name: str, value: Any) -> forms.Field:
     """A form field typed after the model's value, so an edit keeps each argument's type."""
     label = name
@@ -365,9 +372,10 @@ class GrantForm(forms.Form):
     duration = forms.DurationField(
         label=_("for how long"), required=False, help_text=_("e.g. 04:00:00")
     )
-    args = StorableJSONField(
+    args = BlankableJSONField(
         label=_("narrowed arguments"),
         required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "class": "nitro-json"}),
         help_text=_(
             'Each argument is pinned to the value approved unless narrowed here: {"amount": '
             '{"max": 50}} (a number up to the one approved), {"currency": {"in": ["USD", '

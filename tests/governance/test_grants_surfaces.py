@@ -5,6 +5,7 @@ revoked; records never edited or deleted."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -57,6 +58,8 @@ def test_the_review_screen_gives_a_grant_with_the_approval(queued: list[Any], ru
     review = mirrored(30)
     page = client.get(screen(review)).content.decode()
     assert 'name="grant-scope"' in page
+    # No narrowing yet: a blank box, not the JSON "null".
+    assert re.search(r'<textarea name="grant-args"[^>]*>\s*</textarea>', page), page
     response = client.post(
         screen(review),
         posted(review, scope="thread", uses="2", args='{"amount": {"max": 20}}'),
