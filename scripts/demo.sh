@@ -35,6 +35,33 @@ export DEMO_OUTBOX="$VAR/outbox.jsonl"
 export STATIC_ROOT="$VAR/static"
 export LANGGRAPH_CLI_NO_ANALYTICS=1 LANGSMITH_TRACING=false LANGGRAPH_NO_VERSION_CHECK=true
 
+# A PostgreSQL database named in DATABASE_URL must exist: say so before anything starts, where
+# the connection pool would retry for 30 seconds and then report a timeout.
+"$PY" - <<'PY' || exit 1
+import os, sys
+
+import environ
+
+config = environ.Env.db_url_config(os.environ["DATABASE_URL"])
+if "postgresql" in config["ENGINE"]:
+    import psycopg
+
+    try:
+        psycopg.connect(
+            dbname=config["NAME"],
+            user=config.get("USER") or None,
+            password=config.get("PASSWORD") or None,
+            host=config.get("HOST") or None,
+            port=config.get("PORT") or None,
+            connect_timeout=10,
+        ).close()
+    except psycopg.OperationalError as exc:
+        sys.exit(
+            f"DATABASE_URL: cannot connect to database {config['NAME']!r}: {exc}".strip()
+            + f"\nCreate it first (e.g. createdb {config['NAME']}) or fix the URL."
+        )
+PY
+
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true; done

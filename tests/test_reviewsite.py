@@ -128,6 +128,18 @@ def test_demo_check_runs_end_to_end_with_a_broker(demo_database: str) -> None:
     assert_demo_passed(run_demo_check(CELERY_BROKER_URL=broker, DATABASE_URL=demo_database))
 
 
+def test_a_postgresql_database_that_does_not_exist_is_named_before_anything_starts() -> None:
+    """A newcomer who names a database they have not created is told so and how to create it,
+    before the assistant server starts, instead of a connection pool's timeout after 30 s."""
+    server = os.environ.get("NITRO_TEST_DB_HOST", "127.0.0.1")
+    name = f"nitro_demo_missing_{uuid.uuid4().hex[:8]}"
+    done = run_demo_check(DATABASE_URL=f"postgres://postgres@{server}:5432/{name}")
+    assert done.returncode != 0
+    assert f"cannot connect to database '{name}'" in done.stderr
+    assert f"createdb {name}" in done.stderr
+    assert "starting the demo assistant" not in done.stdout
+
+
 def test_gunicorn_serves_the_admin_static_files_after_collectstatic(tmp_path: Path) -> None:
     """Production (the Dockerfile, docker-compose's gunicorn) serves the admin's CSS and JS
     through WhiteNoise: hashed names in the pages, the files themselves with long caching."""
