@@ -10,7 +10,8 @@ from pathlib import Path
 
 # What a host needs to add to a fresh project's settings (the README's quick start).
 SETTINGS = """
-INSTALLED_APPS += ["nitro_assistants"]
+# Before the admin: its admin/base_site.html adds the stop banner to every admin page.
+INSTALLED_APPS.insert(INSTALLED_APPS.index("django.contrib.admin"), "nitro_assistants")
 NITRO_ASSISTANTS = {
     "BASE_URL": "http://127.0.0.1:2024",
     "DEFINITIONS": {"support": {"api_key": "key", "assistant_id": "support"}},

@@ -378,3 +378,27 @@ def test_a_tools_stop_freezes_an_agent_inbox_request_for_it() -> None:
     assert stops.stop_for_review(review) == row
     with pytest.raises(ReviewsStoppedError):
         services.decide(review, None, {"revision": review.revision, "digest": review.digest})
+
+
+def test_the_banner_shows_on_djangos_own_admin_site_too(rf: Any) -> None:
+    """A project that keeps ``django.contrib.admin``'s site (no StopBannerMixin, so no
+    ``nitro_stops`` in the page's context) still gets the banner: the app's base_site.html reads
+    the stops itself, for signed-in staff only."""
+    from django.contrib.admin import AdminSite
+    from django.contrib.auth.models import AnonymousUser
+    from django.template.loader import render_to_string
+
+    site = AdminSite()  # Django's own, as a project that keeps django.contrib.admin has it
+
+    ops = stopper()
+    stops.stop(ops, scope="assistant", assistant="walkthrough", reason="refunds look wrong")
+    request = rf.get("/admin/")
+    request.user = ops
+    context = site.each_context(request)
+    assert "nitro_stops" not in context  # Django's own site: nothing of ours in it
+    html = render_to_string("admin/base_site.html", context, request=request)
+    assert "nitro-stop-banner" in html and "refunds look wrong" in html
+    assert 'href="/admin/nitro_assistants/stop/"' in html
+    request.user = AnonymousUser()
+    html = render_to_string("admin/base_site.html", site.each_context(request), request)
+    assert "nitro-stop-banner" not in html  # the login page tells nobody
