@@ -525,6 +525,13 @@ class ReviewAdmin(
             )
             if decision is not None and decision.grant_id
             else "",
+            # The grants a person gave with this approval ("approve calls like this").
+            "grants_given": [
+                (pk, reverse(f"{self.admin_site.name}:nitro_assistants_grant_change", args=[pk]))
+                for pk in review.grants_given.order_by("pk").values_list("pk", flat=True)
+            ]
+            if decision is not None and decision.decided_by_id
+            else [],
             "superseded": superseded,
             # What an approved plan's steps did, as they run (their operations' results).
             "step_results": [

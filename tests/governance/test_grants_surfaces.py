@@ -68,6 +68,9 @@ def test_the_review_screen_gives_a_grant_with_the_approval(queued: list[Any], ru
     grant = Grant.objects.get()
     assert (grant.scope, grant.max_uses, grant.constraints["amount"]) == ("thread", 2, {"max": 20})
     assert Decision.objects.get(review=review).decided_by.username == "gina"
+    # The decided review says which grant its approval gave, linked to the grant's page.
+    decided = client.get(screen(review)).content.decode()
+    assert f'/admin/nitro_assistants/grant/{grant.pk}/change/">grant #{grant.pk}</a>' in decided
 
 
 def test_a_wider_grant_is_a_field_error_on_the_screen_and_nothing_is_stored(
