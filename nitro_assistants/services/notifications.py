@@ -368,11 +368,31 @@ def send_batch(channel: str, user_pk: int | None = None) -> int:
     raise error
 
 
+def lost_after() -> datetime.timedelta:
+    """How long a queued notification waits, at most, while its send is still coming: the
+    first send's ``NOTIFY_DELAY``, the ``NOTIFY_INTERVAL`` a later one waits out, and a failed
+    send's retry backoff (``TASK_RETRY_BACKOFF_MAX``). Older, its send was lost. With tasks run
+    in place (no broker) nothing is ever on its way: every queued row waits for the flush."""
+    if current_app.conf.task_always_eager:
+        return datetime.timedelta(0)
+    return datetime.timedelta(
+        seconds=app_settings.NOTIFY_DELAY
+        + app_settings.NOTIFY_INTERVAL
+        + app_settings.TASK_RETRY_BACKOFF_MAX
+    )
+
+
 def flush() -> int:
-    """Periodic safety net: enqueue a send for every (channel, reviewer) with queued rows (a
-    task lost with a broker outage). Returns how many sends were enqueued."""
+    """Periodic safety net: enqueue a send for every (channel, reviewer) with a notification
+    queued longer than :func:`lost_after` (its task lost with a broker outage, or the row
+    committed while a send was reading its batch). A batch whose send is waiting out the
+    interval is left to it: a second send there would find the interval not over and enqueue
+    itself again, one more send for that batch every interval for good (docs/scale.md).
+    Returns how many sends were enqueued."""
     pairs = (
-        Notification.objects.filter(status=Notification.Status.QUEUED)
+        Notification.objects.filter(
+            status=Notification.Status.QUEUED, created_at__lte=timezone.now() - lost_after()
+        )
         .values_list("channel", "user_id")
         .order_by()  # Meta.ordering's columns would make every row distinct: a send per row
         .distinct()

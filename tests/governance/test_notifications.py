@@ -178,9 +178,64 @@ def test_the_flush_enqueues_one_send_per_reviewer_and_channel_not_per_row(
     alice = reviewer("alice", finance)
     for amount in (300, 400, 500):
         committed(django_capture_on_commit_callbacks, amount)
+    lost(Notification.objects.all())
     queued.clear()
     assert notifications.flush() == 2
     assert sorted(args for _, args in queued) == [("email", alice.pk), ("team", None)]
+
+
+def lost(rows: Any) -> None:
+    """Make ``rows`` older than any send still on its way could leave them."""
+    rows.update(
+        created_at=timezone.now() - notifications.lost_after() - datetime.timedelta(seconds=1)
+    )
+
+
+def test_the_flush_leaves_a_batch_whose_send_is_waiting_out_the_interval_to_it(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    channels: Receiver,
+    refund_rules: dict[str, Policy],
+    finance: Group,
+) -> None:
+    # The cluster (docs/scale.md): every five minutes the flush enqueued a send for each
+    # reviewer whose send was waiting out NOTIFY_INTERVAL; that send found the interval not
+    # over and enqueued itself again, so each flush added a send per reviewer and channel for
+    # good (80 more every five minutes with 40 reviewers), and the bursts made resumes wait.
+    alice = reviewer("alice", finance)
+    alice.email = "alice@example.com"
+    alice.save()
+    committed(django_capture_on_commit_callbacks, 300)
+    assert notifications.send_batch("email", alice.pk) == 1  # the interval starts
+    committed(django_capture_on_commit_callbacks, 400)  # waits for the send due after it
+    queued.clear()
+    assert notifications.flush() == 0
+    assert queued == []
+    # Queued longer than a waiting send could leave it: its send was lost, the flush sends it.
+    lost(Notification.objects.filter(status=Notification.Status.QUEUED, user=alice))
+    assert notifications.flush() == 1
+    assert sends(queued) == {("email", alice.pk)}
+
+
+def test_with_tasks_run_in_place_the_flush_sends_everything_queued(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    channels: Receiver,
+    refund_rules: dict[str, Policy],
+    finance: Group,
+) -> None:
+    # No broker (the embedded demo): no countdown send is on its way, the flush is the only one.
+    alice = reviewer("alice", finance)
+    committed(django_capture_on_commit_callbacks, 300)
+    before = current_app.conf.task_always_eager
+    current_app.conf.task_always_eager = True
+    try:
+        assert notifications.lost_after() == datetime.timedelta(0)
+        queued.clear()
+        assert notifications.flush() == 2
+    finally:
+        current_app.conf.task_always_eager = before
+    assert sends(queued) == {("email", alice.pk), ("team", None)}
 
 
 def test_what_arrives_within_the_interval_waits_for_the_next_message(
