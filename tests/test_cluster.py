@@ -210,3 +210,41 @@ def test_teardown_removes_what_is_left_and_then_nothing(tmp_path: Path) -> None:
     machine.commands.clear()
     assert hosts.teardown(machine, workdir, wait=0) == []
     assert not [c for c in machine.commands if "del" in c or c[0] == "rm"]
+
+
+def test_a_hosts_cpu_is_the_sum_of_its_processes_user_and_system_time(tmp_path: Path) -> None:
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    # proc(5): pid (comm) state ppid ... utime stime cutime cstime (the 14th to 17th fields);
+    # a command may hold spaces and parentheses.
+    for pid, comm, times in ((11, "celery", (3, 1, 0, 0)), (12, "a (b) c", (10, 2, 5, 1))):
+        (tmp_path / str(pid)).mkdir()
+        fields = ["S", "1", *["0"] * 9, *map(str, (t * tick for t in times)), "20", "0"]
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({comm}) {' '.join(fields)}\n")
+
+    def shell(command: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        assert list(command) == ["ip", "netns", "pids", hosts.WORKERS[0].netns]
+        return subprocess.CompletedProcess(command, 0, "11\n12\n13\n", "")  # 13 has exited
+
+    assert hosts.cpu_seconds(hosts.WORKERS[0], shell, proc=tmp_path) == 3 + 1 + 10 + 2 + 5 + 1
+
+
+def test_a_reviewer_who_approved_in_a_conversation_is_not_sent_its_next_review() -> None:
+    """Whoever approved a held call requested the run that paused on the reply; a rule asking
+    for two approvals refuses that person the reply (separation of duties), so the simulated
+    team hands it to someone else, as a real one would."""
+    import random
+
+    from bench.cluster.load import Reviewers
+
+    keys = [("poller", "k0"), ("ana", "k1"), ("ben", "k2"), ("cy", "k3")]
+    team = Reviewers("http://web", keys)
+    team._approvers["session-1"] = {"ana", "ben"}
+    team._approvers[7] = {"cy"}
+    rng = random.Random(0)
+    assert {team._reviewer(rng, 8, "session-1")[0] for _ in range(50)} == {"cy"}
+    assert {team._reviewer(rng, 7, "")[0] for _ in range(50)} == {"ana", "ben"}
+    # Everyone excluded: anyone (the server then says who may not), never the poller.
+    team._approvers["session-2"] = {"ana", "ben", "cy"}
+    assert team._reviewer(rng, 9, "session-2")[0] in {"ana", "ben", "cy"}

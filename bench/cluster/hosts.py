@@ -25,6 +25,8 @@ PG_PORT = 5432
 REDIS_PORT = 6379
 LG_PORT = 2024
 WEB_PORT = 8000
+#: The Celery queue of the notification sends, with a worker of its own on each worker host.
+NOTIFY_QUEUE = "nitro-notify"
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,23 @@ def namespace_pids(netns: str, shell: Shell = sh) -> list[int]:
     if done.returncode != 0:
         return []
     return [int(pid) for pid in done.stdout.split() if pid.isdigit()]
+
+
+def cpu_seconds(host: Host, shell: Shell = sh, proc: Path = Path("/proc")) -> float:
+    """CPU time (user and system, with reaped children's) of the processes now on ``host``: a
+    process that exited since (a killed host's) takes its share with it."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in namespace_pids(host.netns, shell):
+        try:
+            stat = (proc / str(pid) / "stat").read_text()
+        except OSError:
+            continue
+        # The fields after the command's closing parenthesis: utime is the 12th, stime,
+        # cutime and cstime follow (proc(5), counted from state as the 1st).
+        fields = stat.rsplit(")", 1)[1].split()
+        total += sum(int(f) for f in fields[11:15])
+    return total / tick
 
 
 def kill_host(host: Host, shell: Shell = sh, sig: int = signal.SIGKILL) -> int:

@@ -116,10 +116,18 @@ class Reviewers:
     bulked: int = 0
     _queue: list[tuple[float, int, int]] = field(default_factory=list)
     _taken: dict[int, float] = field(default_factory=dict)
-    _approvers: dict[int, set[str]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _sessions: dict[int, str] = field(default_factory=dict)
+    #: Logged-in admin sessions (and their CSRF token) not in use, by username.
+    _admins: dict[str, list[tuple[requests.Session, str]]] = field(default_factory=dict)
+    #: Who approved, by review id and by conversation (session id).
+    _approvers: dict[int | str, set[str]] = field(default_factory=dict)
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _due: threading.Condition = field(init=False)
     _stop: threading.Event = field(default_factory=threading.Event)
     _pool: list[threading.Thread] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._due = threading.Condition(self._lock)
 
     def start(self) -> Reviewers:
         self.rng = random.Random(self.seed)
@@ -171,20 +179,33 @@ class Reviewers:
                 now = time.time()
                 with self._lock:
                     for item in body["items"]:
+                        self._sessions[item["id"]] = item["sessionId"]
                         if item["id"] not in self._taken or now - self._taken[item["id"]] > 60:
                             self._taken[item["id"]] = now
                             due = now + human_delay(self.rng)
-                            heapq.heappush(self._queue, (due, item["id"], 0))
+                            self._push((due, item["id"], 0))
                 if not body.get("next"):
                     break
                 after = body["items"][-1]["id"]
             self._stop.wait(1.0)
 
     def _next(self) -> tuple[float, int, int] | None:
-        with self._lock:
+        """The next review due, waiting for it (at most 0.5 s): the reviewers sleep until
+        something is due rather than poll, so that the load spends little of the cores it
+        shares with the hosts."""
+        with self._due:
+            if self._queue and self._queue[0][0] <= time.time():
+                return heapq.heappop(self._queue)
+            wait = self._queue[0][0] - time.time() if self._queue else 0.5
+            self._due.wait(min(0.5, max(0.001, wait)))
             if self._queue and self._queue[0][0] <= time.time():
                 return heapq.heappop(self._queue)
         return None
+
+    def _push(self, item: tuple[float, int, int]) -> None:
+        with self._due:
+            heapq.heappush(self._queue, item)
+            self._due.notify()
 
     def _work(self, n: int) -> None:
         session = requests.Session()
@@ -192,7 +213,6 @@ class Reviewers:
         while not self._stop.is_set():
             item = self._next()
             if item is None:
-                self._stop.wait(0.02)
                 continue
             _due, review, tries = item
             roll = rng.random()
@@ -210,17 +230,22 @@ class Reviewers:
     def _retry(self, review: int, tries: int) -> None:
         if tries < 5:
             with self._lock:
-                heapq.heappush(self._queue, (time.time() + 2.0, review, tries + 1))
+                self._push((time.time() + 2.0, review, tries + 1))
 
-    def _reviewer(self, rng: random.Random, review: int) -> tuple[str, str]:
-        """Someone who has not approved this review yet (a quorum counts each person once)."""
+    def _reviewer(self, rng: random.Random, review: int, session: str) -> tuple[str, str]:
+        """Someone who has not approved this review yet (a quorum counts each person once), nor
+        anything else in its conversation: whoever approved a held call requested the run that
+        paused on the reply, and a rule that asks for two approvals refuses that person
+        ("You started this conversation")."""
         with self._lock:
-            done = self._approvers.get(review, set())
+            done = self._approvers.get(review, set()) | self._approvers.get(session, set())
             free = [k for k in self.keys[1:] if k[0] not in done]
         return rng.choice(free or self.keys[1:])
 
     def _decide(self, session: requests.Session, rng: random.Random, review: int) -> None:
-        username, key = self._reviewer(rng, review)
+        with self._lock:
+            conversation = self._sessions.get(review, "")
+        username, key = self._reviewer(rng, review, conversation)
         shown = self._api(session, key, "GET", f"reviews/{review}")
         if shown.status_code != 200:
             self._error(f"read: {shown.status_code}")
@@ -245,16 +270,24 @@ class Reviewers:
             self.posts.append(Post(review, at, answer.status_code, pending, "api"))
             if answer.status_code == 200:
                 self._approvers.setdefault(review, set()).add(username)
+                self._approvers.setdefault(body["sessionId"], set()).add(username)
         if answer.status_code == 429:
             self._retry(review, 0)
         elif answer.status_code not in (200, 409):
             self._error(f"decide: {answer.status_code} {answer.text[:120]}")
         if pending:  # a quorum: someone else approves too, a little later
             with self._lock:
-                heapq.heappush(self._queue, (time.time() + human_delay(rng), review, 0))
+                self._push((time.time() + human_delay(rng), review, 0))
 
-    def _login(self, rng: random.Random) -> tuple[requests.Session, str]:
+    def _login(self, rng: random.Random) -> tuple[str, requests.Session, str]:
+        """A reviewer's admin session: logged in once and kept, as a person keeps a tab open
+        (each login hashes the password: hundreds of milliseconds of the web host's CPU)."""
         username, _key = rng.choice(self.keys[1:])
+        with self._lock:
+            kept = self._admins.get(username)
+            if kept:
+                session, csrf = kept.pop()
+                return username, session, csrf
         session = requests.Session()
         page = session.get(f"{self.base}/admin/login/", timeout=15)
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
@@ -269,15 +302,26 @@ class Reviewers:
             headers={"Referer": f"{self.base}/admin/login/"},
             timeout=15,
         )
-        return session, session.cookies.get("csrftoken", "")
+        return username, session, session.cookies.get("csrftoken", "")
+
+    def _keep(self, username: str, session: requests.Session, csrf: str, page: Any) -> bool:
+        """Keep the session for the next time unless the page was the login form (the session
+        was lost, with the cache it lives in); returns whether it was still logged in."""
+        if "/admin/login/" in page.url:
+            return False
+        with self._lock:
+            self._admins.setdefault(username, []).append((session, csrf))
+        return True
 
     def _abandon(self, session: requests.Session, rng: random.Random, review: int) -> None:
         """Open the review screen (which claims it), read a while, close the tab: the claim
         lapses and the review goes back to the queue for someone else."""
-        admin, _ = self._login(rng)
+        username, admin, csrf = self._login(rng)
         page = admin.get(f"{self.base}/admin/nitro_assistants/review/{review}/change/", timeout=15)
         if page.status_code != 200:
             self._error(f"review screen: {page.status_code}")
+        elif not self._keep(username, admin, csrf, page):
+            self._error("review screen: logged out")
         with self._lock:
             self.abandoned += 1
         self._retry(review, 0)
@@ -289,7 +333,7 @@ class Reviewers:
         with self._lock:
             while len(ticked) < 5 and self._queue and self._queue[0][0] <= time.time() + 5:
                 ticked.append(heapq.heappop(self._queue)[1])
-        admin, csrf = self._login(rng)
+        username, admin, csrf = self._login(rng)
         at = time.time()
         answer = admin.post(
             f"{self.base}/admin/nitro_assistants/review/",
@@ -303,9 +347,20 @@ class Reviewers:
             headers={"Referer": f"{self.base}/admin/nitro_assistants/review/"},
             timeout=30,
         )
+        if answer.status_code == 200 and not self._keep(username, admin, csrf, answer):
+            self._error("bulk: logged out")  # not approved: back to the queue
+            for pk in ticked:
+                self._retry(pk, 0)
+            return
         with self._lock:
             self.bulked += len(ticked)
             for pk in ticked:
                 self.posts.append(Post(pk, at, answer.status_code, False, "bulk"))
+                if answer.status_code == 200:  # the action skips what this person may not approve
+                    self._approvers.setdefault(pk, set()).add(username)
+                    if pk in self._sessions:
+                        self._approvers.setdefault(self._sessions[pk], set()).add(username)
         if answer.status_code != 200:
             self._error(f"bulk: {answer.status_code}")
+            for pk in ticked:  # whatever it did not approve is still in the queue
+                self._retry(pk, 0)

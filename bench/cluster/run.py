@@ -33,13 +33,24 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.cluster import hosts, ledger  # noqa: E402
-from bench.cluster.hosts import ASSISTANTS, BROKER, DB, WEB, WORKERS, Host, Process  # noqa: E402
+from bench.cluster.hosts import (  # noqa: E402
+    ASSISTANTS,
+    BROKER,
+    DB,
+    NOTIFY_QUEUE,
+    WEB,
+    WORKERS,
+    Host,
+    Process,
+)
 
 BIN = ROOT / ".venv" / "bin"
 #: Temporal Cloud's published p99 signal latency (issue 39): the goal at the base rate.
 GOAL_P99 = 0.091
 #: The Agent Server's sweep interval: back to the goal within this after each fault.
 RECOVERY_GOAL = 120.0
+#: The first phase's first seconds, whose latencies are reported apart (Phase.warmup).
+WARMUP = 60.0
 FAULTS = (
     "kill_worker",
     "cut_db",
@@ -244,11 +255,23 @@ class Cluster:
         hosts.wait_until("the site", lambda: self.http_ok(f"{self.web_url}/admin/login/"), 90)
 
     def start_worker(self, host: Host) -> None:
+        """The host's two workers: one for the runs, resumes and sweeps (Celery's default
+        queue), and one thread at a lower CPU priority for the notification sends (their own
+        queue, settings.py): a reviewer's batched digest can list hundreds of reviews, and every
+        reviewer's falls due at about the same time, so on the runs' queue they took every
+        thread for seconds and the resumes waited behind them (docs/scale.md)."""
         self.procs[f"worker-{host.name}"] = Process(
             host,
             [str(BIN / "celery"), "-A", "reviewsite", "worker", "-n", f"worker@{host.name}",
-             "--pool", "threads", "--concurrency", "10", "-l", "info"],
+             "-Q", "celery", "--pool", "threads", "--concurrency", "10", "-l", "info"],
             self.log(f"worker-{host.name}"), env=self.env, cwd=ROOT,
+        ).start()  # fmt: skip
+        self.procs[f"notify-{host.name}"] = Process(
+            host,
+            ["nice", "-n", "10", str(BIN / "celery"), "-A", "reviewsite", "worker",
+             "-n", f"notify@{host.name}", "-Q", NOTIFY_QUEUE, "--pool", "threads",
+             "--concurrency", "1", "-l", "info"],
+            self.log(f"notify-{host.name}"), env=self.env, cwd=ROOT,
         ).start()  # fmt: skip
 
     def start_beat(self, host: Host) -> None:
@@ -295,6 +318,7 @@ class Cluster:
             victim = w2 if self.beat_on is not w2 else w3
             killed = hosts.kill_host(victim)
             self.procs[f"worker-{victim.name}"].reap()
+            self.procs[f"notify-{victim.name}"].reap()
             say(f"fault: {victim.name} killed ({killed} processes); back in 20 s")
             time.sleep(20)
             self.start_worker(victim)
@@ -327,15 +351,19 @@ class Cluster:
         """What the workers' supervisor does (systemd ``Restart=always``): start again a worker
         that exited (docs/django.md: one may exit when Redis goes away)."""
         for host in WORKERS:
-            proc = self.procs.get(f"worker-{host.name}")
-            if proc and proc.popen is not None and proc.popen.poll() is not None:
-                say(
-                    f"supervisor: the worker on {host.name} exited ({proc.popen.returncode}); started again"
-                )
+            procs = [self.procs.get(f"{kind}-{host.name}") for kind in ("worker", "notify")]
+            exited = [p for p in procs if p and p.popen is not None and p.popen.poll() is not None]
+            if exited:
+                codes = ", ".join(str(p.popen.returncode) for p in exited if p.popen)
+                say(f"supervisor: a worker on {host.name} exited ({codes}); started again")
+                for proc in procs:
+                    if proc and proc not in exited:
+                        proc.stop()
                 self.start_worker(host)
 
     def stop_all(self) -> None:
-        for name in ["beat", *(f"worker-{h.name}" for h in WORKERS), "web", "langgraph", "redis"]:
+        workers = [f"{kind}-{h.name}" for h in WORKERS for kind in ("worker", "notify")]
+        for name in ["beat", *workers, "web", "langgraph", "redis"]:
             if name in self.procs:
                 self.procs[name].stop()
         if "postgres" in self.procs:
@@ -354,10 +382,31 @@ class Phase:
     started: int = 0
     start_errors: int = 0
     faults: list[tuple[float, float, str]] = field(default_factory=list)
+    #: Seconds at its start whose decisions are reported apart: the first requests of each
+    #: gunicorn process and worker thread import, connect and fill their pools (the cluster's
+    #: first phase only; a deployment in its steady state is warm).
+    warmup: float = 0.0
+    #: CPU seconds each host (and the driver, its reviewers included) used during the phase.
+    cpu: dict[str, float] = field(default_factory=dict)
+
+
+def cpu_now() -> dict[str, float]:
+    import resource
+
+    used = {h.name: hosts.cpu_seconds(h) for h in hosts.HOSTS}
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    used["driver"] = me.ru_utime + me.ru_stime
+    return used
 
 
 def drive(
-    cluster: Cluster, reviewers: Any, rate: float, seconds: float, faults: bool, seed: int
+    cluster: Cluster,
+    reviewers: Any,
+    rate: float,
+    seconds: float,
+    faults: bool,
+    seed: int,
+    warmup: float = 0.0,
 ) -> Phase:
     """Start conversations at ``rate`` × 100,000 reviews a day for ``seconds`` (and until the
     faults are over), the faults in a thread of their own."""
@@ -365,7 +414,8 @@ def drive(
 
     from bench.cluster import load
 
-    phase = Phase(rate=rate, start=time.time())
+    phase = Phase(rate=rate, start=time.time(), warmup=warmup)
+    cpu_start = cpu_now()
     per_second = rate * load.BASE_PER_DAY / 86400 / load.REVIEWS_PER_CONVERSATION
     rng = random.Random(seed)
     plan = fault_plan(seconds) if faults else []
@@ -405,6 +455,7 @@ def drive(
         if n % 50 == 0:
             cluster.keep_workers_up()
     phase.end = time.time()
+    phase.cpu = {k: v - cpu_start.get(k, 0.0) for k, v in cpu_now().items()}
     phase.faults = [e for e in cluster.events if e[0] >= phase.start]
     return phase
 
@@ -511,7 +562,9 @@ def report_phase(phase: Phase, reviewers: Any, cluster: Cluster) -> list[str]:
     csv = cluster.work / "logs" / f"latency-x{phase.rate:g}.csv"
     samples, extra = latencies(reviewers.posts, phase.start, phase.end, cluster.lg_url, csv)
     quiet_end = phase.faults[0][0] if phase.faults else phase.end
-    quiet = [s.latency for s in samples if s.at < quiet_end]
+    warm_end = phase.start + phase.warmup
+    warming = [s.latency for s in samples if s.at < warm_end]
+    quiet = [s.latency for s in samples if warm_end <= s.at < quiet_end]
     queue = queue_latencies(phase.start, phase.end)
     reviews = Review.objects.filter(requested_at__gte=lo, requested_at__lt=hi).count()
     applied = Decision.objects.filter(
@@ -526,13 +579,29 @@ def report_phase(phase: Phase, reviewers: Any, cluster: Cluster) -> list[str]:
         f"  conversations started {phase.started} ({phase.started / seconds:.2f}/s), refused {phase.start_errors}",
         f"  reviews requested {reviews} ({reviews / seconds:.2f}/s = {reviews / seconds * 86400:,.0f}/day); "
         f"decisions applied {applied} ({applied / seconds:.2f}/s)",
-        f"  decision→applied (API, minus server) before faults: n={len(quiet)} p50 {ms(ledger.percentile(quiet, 50))}"
-        f" p99 {ms(ledger.percentile(quiet, 99))} (goal ≤ 91 ms at ×1)",
+        "  decision→applied (API, minus server) before faults"
+        + (f", after the first {phase.warmup:.0f} s" if phase.warmup else "")
+        + f": n={len(quiet)} p50 {ms(ledger.percentile(quiet, 50))}"
+        f" p99 {ms(ledger.percentile(quiet, 99))} max {ms(max(quiet, default=None))} (goal ≤ 91 ms at ×1)",
+        *(
+            [
+                f"  decision→applied in the first {phase.warmup:.0f} s (processes warming up): n={len(warming)}"
+                f" p50 {ms(ledger.percentile(warming, 50))} p99 {ms(ledger.percentile(warming, 99))}"
+                f" max {ms(max(warming, default=None))}"
+            ]
+            if phase.warmup
+            else []
+        ),
         f"  decision→applied, whole phase: n={len(samples)} p50 {ms(ledger.percentile([s.latency for s in samples], 50))}"
         f" p99 {ms(ledger.percentile([s.latency for s in samples], 99))}; server's own p50 {ms(extra['server_p50'])}",
         f"  run queue latency (queued → started): n={len(queue)} p50 {ms(ledger.percentile(queue, 50))}"
         f" p99 {ms(ledger.percentile(queue, 99))}",
     ]
+    lines.append(
+        "  CPU used (cores busy on average; a host restarted in a fault counts from then): "
+        + ", ".join(f"{k} {v / seconds:.2f}" for k, v in phase.cpu.items())
+        + f"; all {sum(phase.cpu.values()) / seconds:.2f} of {os.cpu_count()}"
+    )
     ends = [f[1] for f in phase.faults] + [phase.end]
     for i, (start, end, name) in enumerate(phase.faults):
         back = ledger.recovery(samples, end, GOAL_P99, until=ends[i + 1] + 60)
@@ -664,7 +733,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + (" with faults" if args.faults else "")
             )
             phases.append(
-                drive(cluster, reviewers, rate, args.minutes * 60, args.faults, args.seed + i)
+                drive(
+                    cluster,
+                    reviewers,
+                    rate,
+                    args.minutes * 60,
+                    args.faults,
+                    args.seed + i,
+                    warmup=WARMUP if i == 0 else 0.0,
+                )
             )
             say("load stopped; draining")
             settle(cluster, args.drain * 60)

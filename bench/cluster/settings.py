@@ -3,10 +3,17 @@ docs/django.md, and quieter logs (every host writes its own)."""
 
 from __future__ import annotations
 
+from bench.cluster.hosts import NOTIFY_QUEUE
 from reviewsite.settings import *  # noqa: F403
 from reviewsite.settings import DATABASES, NITRO_ASSISTANTS, env
 
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+#: The notification sends (and their flush) go to a queue of their own, with a worker of its
+#: own on each host (bench/cluster/run.py): a burst of digests never holds up a resume.
+CELERY_TASK_ROUTES = {
+    "nitro_assistants.send_notifications": {"queue": NOTIFY_QUEUE},
+    "nitro_assistants.flush_notifications": {"queue": NOTIFY_QUEUE},
+}
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # Redis hands a task out again when its worker has not acknowledged it within the visibility
 # timeout, and a worker holds countdown tasks unacknowledged until they are due (a notification
