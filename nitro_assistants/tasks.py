@@ -172,17 +172,27 @@ def verify_audit() -> dict[str, Any]:
     return chain_verify.verify_and_signal().as_dict()
 
 
-@task("nitro_assistants.apply_policy")
-def apply_policy(review_pk: int) -> int | None:
-    """Decide a review its policy rule approves or rejects at once; the decision's pk."""
-    decision = governance.apply_policy(review_pk)
+@task("nitro_assistants.apply_policy", bind=True, max_retries=None)
+def apply_policy(self: Task, review_pk: int) -> int | None:
+    """Decide a review its policy rule approves or rejects at once; the decision's pk. A lost
+    database connection (PostgreSQL restarting) is retried: it checks state again."""
+    try:
+        decision = governance.apply_policy(review_pk)
+    except Exception as exc:
+        _retry_if_transient(self, exc)
+        raise
     return decision.pk if decision is not None else None
 
 
-@task("nitro_assistants.apply_grant")
-def apply_grant(review_pk: int) -> int | None:
-    """Approve a review live grants cover (each use counted once); the decision's pk."""
-    decision = grants.apply_grant(review_pk)
+@task("nitro_assistants.apply_grant", bind=True, max_retries=None)
+def apply_grant(self: Task, review_pk: int) -> int | None:
+    """Approve a review live grants cover (each use counted once); the decision's pk. A lost
+    database connection is retried, as for :func:`apply_policy`."""
+    try:
+        decision = grants.apply_grant(review_pk)
+    except Exception as exc:
+        _retry_if_transient(self, exc)
+        raise
     return decision.pk if decision is not None else None
 
 

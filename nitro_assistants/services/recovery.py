@@ -9,14 +9,16 @@ import datetime
 from django.db.models import Q
 from django.utils import timezone
 
+from nitro_assistants import policy_rules, rules
 from nitro_assistants.conf import app_settings
-from nitro_assistants.models import Decision, Run
+from nitro_assistants.models import Decision, Review, Run
 from nitro_assistants.services.enqueue import send
 
 
 def requeue_stale(now: datetime.datetime | None = None) -> dict[str, int]:
-    """Enqueue again runs still queued or running, and decisions not yet applied, that have seen
-    no progress for ``REQUEUE_AFTER`` seconds."""
+    """Enqueue again runs still queued or running, decisions not yet applied, and reviews a rule
+    decides at once still pending (their ``apply_policy`` task lost, or given up), that have
+    seen no progress for ``REQUEUE_AFTER`` seconds."""
     now = now or timezone.now()
     cutoff = now - datetime.timedelta(seconds=app_settings.REQUEUE_AFTER)
     runs = list(
@@ -36,4 +38,13 @@ def requeue_stale(now: datetime.datetime | None = None) -> dict[str, int]:
     )
     for decision_pk in decisions:
         send("nitro_assistants.resume_thread", decision_pk)
-    return {"runs": len(runs), "decisions": len(decisions)}
+    policies = list(
+        Review.objects.filter(
+            status=rules.PENDING,
+            requested_at__lte=cutoff,
+            handling__action__in=[policy_rules.AUTO_APPROVE, policy_rules.AUTO_REJECT],
+        ).values_list("pk", flat=True)
+    )
+    for review_pk in policies:
+        send("nitro_assistants.apply_policy", review_pk)
+    return {"runs": len(runs), "decisions": len(decisions), "policies": len(policies)}

@@ -84,7 +84,7 @@ def assert_failed_once(run: Run, says: str, signal_log: list[Any], enqueued: lis
     assert event.data["error"] == run.error
     enqueued.clear()
     later = timezone.now() + datetime.timedelta(days=1)
-    assert services.requeue_stale(now=later) == {"runs": 0, "decisions": 0}
+    assert services.requeue_stale(now=later) == {"runs": 0, "decisions": 0, "policies": 0}
     assert enqueued == []
 
 

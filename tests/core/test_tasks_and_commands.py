@@ -151,7 +151,7 @@ def test_requeue_stale_enqueues_only_work_nobody_picked_up(
     lost_decision = DecisionFactory(decided_at=old)
     DecisionFactory(decided_at=now)
     DecisionFactory(decided_at=old, outcome=Decision.Outcome.APPLIED)
-    assert services.requeue_stale(now) == {"runs": 1, "decisions": 1}
+    assert services.requeue_stale(now) == {"runs": 1, "decisions": 1, "policies": 0}
     assert sorted(enqueued) == [
         ("nitro_assistants.resume_thread", (lost_decision.pk,)),
         ("nitro_assistants.run_thread", (str(lost_run.pk),)),

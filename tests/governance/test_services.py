@@ -34,6 +34,63 @@ def event(review: Review, verb: str) -> dict[str, Any]:
     return Event.objects.filter(review=review, verb=verb).latest("pk").data
 
 
+def test_a_rules_decision_that_meets_a_database_restart_is_retried(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    refund_rules: dict[str, Policy],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The cluster (docs/scale.md): PostgreSQL restarting failed six apply_policy tasks for good,
+    # and the small refunds their rule approves at once were left pending for people.
+    from django.db import OperationalError
+
+    from nitro_assistants import tasks
+
+    with django_capture_on_commit_callbacks(execute=True):
+        review = mirrored(30)
+    real = governance.apply_policy
+    tries: list[int] = []
+
+    def restarting(pk: int) -> Any:
+        tries.append(pk)
+        if len(tries) == 1:
+            raise OperationalError("terminating connection due to administrator command")
+        return real(pk)
+
+    monkeypatch.setattr(tasks.governance, "apply_policy", restarting)
+    with django_capture_on_commit_callbacks(execute=True):
+        decision_pk = tasks.apply_policy.apply(args=(review.pk,)).get()
+    assert tries == [review.pk, review.pk]
+    review.refresh_from_db()
+    assert review.status == "decided"
+    assert Decision.objects.get(review=review).pk == decision_pk
+
+
+def test_a_rules_decision_whose_task_was_lost_is_enqueued_again_by_the_sweep(
+    django_capture_on_commit_callbacks: Any,
+    queued: list[Any],
+    refund_rules: dict[str, Policy],
+    finance: Group,
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        small = mirrored(30)  # its rule approves it at once: apply_policy enqueued, then lost
+        mirrored(300)  # two people in Finance: nothing to enqueue again
+    queued.clear()
+    from nitro_assistants.conf import app_settings
+
+    now = timezone.now()
+    assert services.requeue_stale(now)["policies"] == 0  # not yet: its task may be on its way
+    later = now + datetime.timedelta(seconds=app_settings.REQUEUE_AFTER + 1)
+    assert services.requeue_stale(later)["policies"] == 1
+    assert [args for name, args in queued if name == "nitro_assistants.apply_policy"] == [
+        (small.pk,)
+    ]
+    with django_capture_on_commit_callbacks(execute=True):
+        assert governance.apply_policy(small.pk) is not None
+    queued.clear()
+    assert services.requeue_stale(later)["policies"] == 0  # decided: not again
+
+
 def test_a_small_refund_is_approved_by_its_rule_after_commit(
     django_capture_on_commit_callbacks: Any, queued: list[Any], refund_rules: dict[str, Policy]
 ) -> None:

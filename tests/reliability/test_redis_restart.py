@@ -178,7 +178,7 @@ def test_redis_without_persistence_loses_the_queue_and_requeue_stale_recovers(
                 "REQUEUE_AFTER": 0,
             }
             assert Run.objects.filter(status=Run.Status.QUEUED).count() == QUEUED
-            assert services.requeue_stale() == {"runs": QUEUED, "decisions": 0}
+            assert services.requeue_stale() == {"runs": QUEUED, "decisions": 0, "policies": 0}
             wait_for(
                 lambda: all_succeeded(runs), 30, explain=lambda: state(volatile, queue, worker)
             )

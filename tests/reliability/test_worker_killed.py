@@ -132,7 +132,7 @@ def test_pool_process_killed_without_reject_on_worker_lost_loses_the_task(
     assert decision.outcome == Decision.Outcome.PENDING
 
     nitro_settings.NITRO_ASSISTANTS = {**nitro_settings.NITRO_ASSISTANTS, "REQUEUE_AFTER": 0}
-    assert services.requeue_stale() == {"runs": 0, "decisions": 1}
+    assert services.requeue_stale() == {"runs": 0, "decisions": 1, "policies": 0}
     wait_for(lambda: Decision.objects.filter(pk=decision.pk, outcome="applied").exists(), 30)
     assert len(remote_runs(server, review.thread, reviewer_id="system")) == 1
     assert len(tool_messages(server, review.thread, review.tool_calls[0]["id"])) == 1
