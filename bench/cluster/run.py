@@ -119,6 +119,7 @@ class Cluster:
     procs: dict[str, Process] = field(default_factory=dict)
     beat_on: Host = WORKERS[0]
     events: list[tuple[float, float, str]] = field(default_factory=list)
+    supervising: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def env(self) -> dict[str, str]:
@@ -169,7 +170,12 @@ class Cluster:
             DB,
             [self.pg_bin("postgres"), "-D", str(data), "-c", f"listen_addresses={DB.address}",
              "-c", f"unix_socket_directories={data}", "-c", "max_connections=300",
-             "-c", "shared_buffers=128MB", "-c", "synchronous_commit=on"],
+             "-c", "shared_buffers=128MB", "-c", "synchronous_commit=on",
+             # A worker host cut off leaves its sessions open here, idle in a transaction and
+             # holding row locks its retried task then waits for: drop a client whose data goes
+             # unacknowledged for 10 s, or that stops answering keepalives (docs/scale.md).
+             "-c", "tcp_user_timeout=10000", "-c", "tcp_keepalives_idle=10",
+             "-c", "tcp_keepalives_interval=5", "-c", "tcp_keepalives_count=3"],
             self.log("postgres"), user="postgres",
         ).start()  # fmt: skip
         hosts.wait_until("PostgreSQL", self.postgres_ready, 60)
@@ -316,12 +322,14 @@ class Cluster:
         _w1, w2, w3 = WORKERS
         if name == "kill_worker":
             victim = w2 if self.beat_on is not w2 else w3
-            killed = hosts.kill_host(victim)
-            self.procs[f"worker-{victim.name}"].reap()
-            self.procs[f"notify-{victim.name}"].reap()
+            with self.supervising:  # the supervisor must not start it again meanwhile
+                killed = hosts.kill_host(victim)
+                self.procs[f"worker-{victim.name}"].reap()
+                self.procs[f"notify-{victim.name}"].reap()
             say(f"fault: {victim.name} killed ({killed} processes); back in 20 s")
             time.sleep(20)
-            self.start_worker(victim)
+            with self.supervising:
+                self.start_worker(victim)
         elif name in ("cut_db", "cut_assistants"):
             target = DB if name == "cut_db" else ASSISTANTS
             victim = w3
@@ -350,6 +358,24 @@ class Cluster:
     def keep_workers_up(self) -> None:
         """What the workers' supervisor does (systemd ``Restart=always``): start again a worker
         that exited (docs/django.md: one may exit when Redis goes away)."""
+        with self.supervising:
+            self._restart_exited()
+
+    def supervise(self, stop: threading.Event) -> threading.Thread:
+        """:meth:`keep_workers_up` every second until ``stop``, in a thread of its own."""
+
+        def loop() -> None:
+            while not stop.wait(1.0):
+                try:
+                    self.keep_workers_up()
+                except Exception as exc:  # reported, and tried again in a second
+                    say(f"supervisor: {exc!r}")
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        return thread
+
+    def _restart_exited(self) -> None:
         for host in WORKERS:
             procs = [self.procs.get(f"{kind}-{host.name}") for kind in ("worker", "notify")]
             exited = [p for p in procs if p and p.popen is not None and p.popen.poll() is not None]
@@ -362,6 +388,10 @@ class Cluster:
                 self.start_worker(host)
 
     def stop_all(self) -> None:
+        with self.supervising:
+            self._stop_all()
+
+    def _stop_all(self) -> None:
         workers = [f"{kind}-{h.name}" for h in WORKERS for kind in ("worker", "notify")]
         for name in ["beat", *workers, "web", "langgraph", "redis"]:
             if name in self.procs:
@@ -452,8 +482,6 @@ def drive(
             db.close_old_connections()
             db.connections.close_all()
         n += 1
-        if n % 50 == 0:
-            cluster.keep_workers_up()
     phase.end = time.time()
     phase.cpu = {k: v - cpu_start.get(k, 0.0) for k, v in cpu_now().items()}
     phase.faults = [e for e in cluster.events if e[0] >= phase.start]
@@ -713,11 +741,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGHUP, stop)
     cluster = Cluster(work=hosts.WORKDIR)
+    stopping = threading.Event()
     cluster.work.mkdir(parents=True)
     out: list[str] = []
     reviewers = None
     try:
         cluster.build()
+        cluster.supervise(stopping)
         os.environ.update(cluster.env | {"CLUSTER_NO_POOL": "1"})
         import django
 
@@ -758,6 +788,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(out), flush=True)
         return 0 if result.ok else 1
     finally:
+        stopping.set()
         if reviewers is not None:
             reviewers._stop.set()
         args.logs.mkdir(parents=True, exist_ok=True)
