@@ -15,7 +15,7 @@ from django.test import Client
 
 import nitro_assistants
 from nitro_assistants import services
-from nitro_assistants.models import Decision, Review, SlackCard, Thread
+from nitro_assistants.models import Decision, Review, Run, SlackCard, Thread
 from nitro_assistants.services import reply_tokens
 from nitro_assistants.testing.launchers import CeleryWorker
 from nitro_assistants.testing.slack import SlackServer
@@ -87,14 +87,33 @@ def slack_worker(
 
 
 @pytest.fixture
-def slack(settings: Any, proxy: Proxy, module_slack: SlackServer, slack_worker: Any) -> SlackServer:
+def slack(
+    settings: Any, proxy: Proxy, module_slack: SlackServer, slack_worker: Any
+) -> Iterator[SlackServer]:
     settings.NITRO_ASSISTANTS = {
         **settings.NITRO_ASSISTANTS,
         "BASE_URL": proxy.url,
         **slack_settings(module_slack.api_url),
     }
     module_slack.clear()
-    return module_slack
+    yield module_slack
+    settle()
+
+
+def settle(timeout: float = 60.0) -> None:
+    """Let the worker finish what a test set going (the resume's run to the reply's pause, that
+    review's card) before the database is emptied: a TRUNCATE racing its transaction deadlocked
+    once in CI. Bounded; what is still going after ``timeout`` is left to the flush as before."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = Run.objects.filter(status__in=["queued", "running"]).exists()
+        uncarded = Review.objects.filter(status="pending", slack_cards__isnull=True).exists()
+        if not busy and not uncarded:
+            time.sleep(1.0)  # the card's own transaction, just committed, and its follow-ups
+            return
+        time.sleep(0.2)
 
 
 def held_call(slack: SlackServer) -> tuple[Thread, Review]:
